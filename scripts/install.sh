@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Create .venv (Python 3.11) and install the pinned runtime, the test tools and the package.
+# Idempotent: a second run only checks that everything is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python_bin="${PYTHON:-python3.11}"
+if ! command -v "$python_bin" >/dev/null 2>&1; then
+  echo "install.sh: $python_bin not found; install Python 3.11 or set PYTHON=/path/to/python3.11" >&2
+  exit 1
+fi
+[ -x .venv/bin/python ] || "$python_bin" -m venv .venv
+
+pip_args=(--quiet --disable-pip-version-check)
+# torch 2.13.0 (CPU) lies on some machines' disks; use it rather than downloading a CUDA build.
+[ -d /opt/wheels ] && pip_args+=(--find-links /opt/wheels)
+
+.venv/bin/python -m pip install "${pip_args[@]}" -r requirements.lock -r requirements-dev.lock
+# citylearn's declared dependencies pull an unpinned torchvision (breaks `import lightning`)
+# and ~800 MB it never imports: install it alone; requirements.lock holds what it imports.
+.venv/bin/python -m pip install "${pip_args[@]}" --no-deps citylearn==3.0.2
+.venv/bin/python -m pip install "${pip_args[@]}" --no-deps --no-build-isolation -e .
+echo "install.sh: .venv ready"

@@ -1,0 +1,66 @@
+"""Site configuration: profiles load, bad values are refused with the field named."""
+
+from pathlib import Path
+
+import pytest
+
+from iquitos_lightning.site.config import SiteConfig, SiteConfigError, load_site_config
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "site"
+
+
+@pytest.mark.parametrize("profile", ["iquitos-2026", "iquitos-38", "tiny"])
+def test_shipped_profiles_load(profile: str) -> None:
+    config = load_site_config(CONFIGS / f"{profile}.yaml")
+    assert config.name == profile
+
+
+def test_default_profile_matches_site_card() -> None:
+    config = load_site_config(CONFIGS / "iquitos-2026.yaml")
+    assert config.ev.socket_count == 128
+    assert [f.sockets for f in config.ev.fleets] == [112, 16]
+    assert config.bess.capacity_kwh == 4520 and config.bess.power_kw == 2712
+    assert config.pv.dc_kwp == 4162 and config.pv.ac_limit_kw == 3201
+    assert config.grid.carbon_intensity_kg_per_kwh == pytest.approx(0.4521)
+    assert config.hours == 8760
+    assert config == SiteConfig()
+
+
+def test_38_socket_profile() -> None:
+    config = load_site_config(CONFIGS / "iquitos-38.yaml")
+    assert config.ev.socket_count == 38
+    assert config.bess.round_trip_efficiency == pytest.approx(0.95)
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "field_named"),
+    [
+        ("bess:\n  capacity_kwh: -5\n", "bess.capacity_kwh"),
+        ("bess:\n  initial_soc: 1.5\n", "bess.initial_soc"),
+        ("bess:\n  soc_min: 0.9\n  soc_max: 0.5\n", "bess.soc_min"),
+        ("ev:\n  open_hour: 23\n  close_hour: 22\n", "ev.open_hour"),
+        ("ev:\n  arrival_soc_mean: -0.1\n", "ev.arrival_soc_mean"),
+        ("pv:\n  monthly_shape_mwh: [1, 2, 3]\n", "pv.monthly_shape_mwh"),
+        ("grid:\n  carbon_intensity_kg_per_kwh: 452.1\n", "grid.carbon_intensity_kg_per_kwh"),
+        ("calendar:\n  days: 400\n", "calendar.days"),
+        ("bogus_key: 1\n", "bogus_key"),
+        ("calendar:\n  days: many\n", "calendar.days"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_field(tmp_path: Path, yaml_text: str, field_named: str) -> None:
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml_text)
+    with pytest.raises(SiteConfigError, match=field_named.replace(".", r"\.")):
+        load_site_config(path)
+
+
+def test_missing_file_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SiteConfigError, match="not found"):
+        load_site_config(tmp_path / "nope.yaml")
+
+
+def test_content_hash_tracks_every_field() -> None:
+    base = SiteConfig()
+    assert base.content_hash() == SiteConfig().content_hash()
+    changed = SiteConfig(seed=base.seed + 1)
+    assert changed.content_hash() != base.content_hash()
