@@ -122,7 +122,11 @@ class PVConfig:
         _require_length(self.monthly_shape_mwh, MONTHS_PER_YEAR, "pv.monthly_shape_mwh")
         _require(sum(self.monthly_shape_mwh) > 0, "pv.monthly_shape_mwh", "must not be all zero")
         _require(0 <= self.system_losses < 1, "pv.system_losses", f"must be in [0, 1), got {self.system_losses}")
-        _require(-0.02 <= self.temperature_coefficient_per_c <= 0, "pv.temperature_coefficient_per_c", "must be in [-0.02, 0]")
+        _require(
+            -0.02 <= self.temperature_coefficient_per_c <= 0,
+            "pv.temperature_coefficient_per_c",
+            "must be in [-0.02, 0]",
+        )
         _require(0 < self.inverter_efficiency <= 1, "pv.inverter_efficiency", "must be in (0, 1]")
         _require(0 <= self.cloudiness_persistence < 1, "pv.cloudiness_persistence", "must be in [0, 1)")
         _require(
@@ -168,8 +172,30 @@ class MallLoadConfig:
     # ~1,228 kW at 22 h); it is scaled so each month meets its energy and the year ``annual_kwh``.
     hourly_shape_kw: list[float] = field(
         default_factory=lambda: [
-            500, 480, 465, 455, 450, 460, 520, 700, 1000, 1450, 1850, 2150,
-            2200, 2230, 2250, 2260, 2270, 2280, 2270, 2240, 2180, 1700, 1228, 760,
+            500,
+            480,
+            465,
+            455,
+            450,
+            460,
+            520,
+            700,
+            1000,
+            1450,
+            1850,
+            2150,
+            2200,
+            2230,
+            2250,
+            2260,
+            2270,
+            2280,
+            2270,
+            2240,
+            2180,
+            1700,
+            1228,
+            760,
         ]
     )
     # Relative standard deviation of the hour-to-hour noise (seeded, mean-preserving).
@@ -207,10 +233,22 @@ class EVFleetConfig:
 
 def _default_fleets() -> list[EVFleetConfig]:
     return [
-        EVFleetConfig(name="moto", sockets=112, charger_kw=2.0, battery_kwh=2.5, session_share=0.874,
-                      avoided_tailpipe_kg_per_kwh=0.87),
-        EVFleetConfig(name="mototaxi", sockets=16, charger_kw=3.0, battery_kwh=4.5, session_share=0.126,
-                      avoided_tailpipe_kg_per_kwh=0.47),
+        EVFleetConfig(
+            name="moto",
+            sockets=112,
+            charger_kw=2.0,
+            battery_kwh=2.5,
+            session_share=0.874,
+            avoided_tailpipe_kg_per_kwh=0.87,
+        ),
+        EVFleetConfig(
+            name="mototaxi",
+            sockets=16,
+            charger_kw=3.0,
+            battery_kwh=4.5,
+            session_share=0.126,
+            avoided_tailpipe_kg_per_kwh=0.47,
+        ),
     ]
 
 
@@ -235,8 +273,30 @@ class EVConfig:
     # Relative arrival intensity per hour of day (0..23); zero outside opening hours.
     arrival_hourly_weights: list[float] = field(
         default_factory=lambda: [
-            0, 0, 0, 0, 0, 0, 0, 0, 0, 0.6, 0.7, 0.8,
-            0.9, 0.9, 0.8, 0.8, 0.9, 1.1, 1.5, 1.7, 1.6, 1.2, 0, 0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0.6,
+            0.7,
+            0.8,
+            0.9,
+            0.9,
+            0.8,
+            0.8,
+            0.9,
+            1.1,
+            1.5,
+            1.7,
+            1.6,
+            1.2,
+            0,
+            0,
         ]
     )
     # Calibration target: mean EV energy delivered per day over the year (kWh/day).
@@ -258,7 +318,9 @@ class EVConfig:
         _require_non_negative(self.arrival_soc_std, "ev.arrival_soc_std")
         _require_non_negative(self.required_soc_std, "ev.required_soc_std")
         _require(self.arrival_soc_min <= self.arrival_soc_max, "ev.arrival_soc_min", "must be <= ev.arrival_soc_max")
-        _require(1 <= self.dwell_min_h <= self.dwell_max_h, "ev.dwell_min_h", "must satisfy 1 <= dwell_min_h <= dwell_max_h")
+        _require(
+            1 <= self.dwell_min_h <= self.dwell_max_h, "ev.dwell_min_h", "must satisfy 1 <= dwell_min_h <= dwell_max_h"
+        )
         _require(
             self.dwell_min_h <= self.dwell_mean_h <= self.dwell_max_h,
             "ev.dwell_mean_h",
@@ -325,7 +387,11 @@ class GridConfig:
 
     def __post_init__(self) -> None:
         _require_non_negative(self.carbon_intensity_kg_per_kwh, "grid.carbon_intensity_kg_per_kwh")
-        _require(self.carbon_intensity_kg_per_kwh < 2.0, "grid.carbon_intensity_kg_per_kwh", "above 2 kg/kWh: wrong units (g/kWh?)")
+        _require(
+            self.carbon_intensity_kg_per_kwh < 2.0,
+            "grid.carbon_intensity_kg_per_kwh",
+            "above 2 kg/kWh: wrong units (g/kWh?)",
+        )
         _require_non_negative(self.peak_price_per_kwh, "grid.peak_price_per_kwh")
         _require_non_negative(self.offpeak_price_per_kwh, "grid.offpeak_price_per_kwh")
         _require_hour(self.peak_start_hour, "grid.peak_start_hour")
@@ -354,8 +420,11 @@ class SiteConfig:
     grid: GridConfig = field(default_factory=GridConfig)
 
     def __post_init__(self) -> None:
-        _require(bool(self.name) and all(c.isalnum() or c in "-_." for c in self.name), "name",
-                 f"must be a non-empty name of letters, digits, '-', '_' or '.', got {self.name!r}")
+        _require(
+            bool(self.name) and all(c.isalnum() or c in "-_." for c in self.name),
+            "name",
+            f"must be a non-empty name of letters, digits, '-', '_' or '.', got {self.name!r}",
+        )
 
     @property
     def hours(self) -> int:
