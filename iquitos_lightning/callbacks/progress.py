@@ -15,6 +15,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import RichProgressBar
+from lightning.pytorch.callbacks.progress.rich_progress import ProcessingSpeedColumn
 
 from iquitos_lightning.callbacks.step_rate import StepRate, format_duration
 from iquitos_lightning.callbacks.vram import VRAMMonitor
@@ -51,6 +52,13 @@ def run_status(
     return status
 
 
+def _frame_progress(pl_module: pl.LightningModule | None) -> tuple[int, int] | None:
+    """``(frames_done, frame_budget)`` when the module counts frames towards a budget, else None."""
+    frames = getattr(pl_module, "frames_done", None)
+    budget = getattr(pl_module, "frame_budget", None)
+    return (int(frames), int(budget)) if frames is not None and budget else None
+
+
 def _find(trainer: pl.Trainer, kind: type) -> Any:
     return next((callback for callback in trainer.callbacks if isinstance(callback, kind)), None)
 
@@ -74,14 +82,32 @@ class RLProgressBar(RichProgressBar):
         )
         return {**status, **super().get_metrics(trainer, pl_module)}
 
+    def configure_columns(self, trainer: pl.Trainer) -> list:
+        """Lightning's columns, less its batches/s speed when the bar counts frames (the fps field replaces it)."""
+        columns = super().configure_columns(trainer)
+        if _frame_progress(trainer.lightning_module) is None:
+            return columns
+        return [column for column in columns if not isinstance(column, ProcessingSpeedColumn)]
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        """Lightning writes "Epoch 3/-2" for step- or frame-bounded runs (max_epochs=-1): show just the epoch."""
+        if self.trainer.max_epochs is not None and self.trainer.max_epochs < 0:
+            return f"{f'Epoch {current_epoch}':{len(self.validation_description)}}"
+        return super()._get_train_description(current_epoch)
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        super().on_train_epoch_start(trainer, pl_module)  # resets the bar to the epoch's batches...
+        self._show_frames(pl_module)  # ...which an RL run replaces by its frames
+
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
-        frames = getattr(pl_module, "frames_done", None)
-        budget = getattr(pl_module, "frame_budget", None)
-        if frames is None or not budget or self.is_disabled or self.progress is None:
+        self._show_frames(pl_module)
+
+    def _show_frames(self, pl_module: pl.LightningModule) -> None:
+        frames = _frame_progress(pl_module)
+        if frames is None or self.is_disabled or self.progress is None or self.train_progress_bar_id is None:
             return
-        if self.train_progress_bar_id is not None:
-            self.progress.update(self.train_progress_bar_id, completed=frames, total=budget)
-            self.refresh()
+        self.progress.update(self.train_progress_bar_id, completed=frames[0], total=frames[1])
+        self.refresh()
