@@ -1,0 +1,181 @@
+"""The ``baselines`` command: the reference table of a site (uncontrolled, rule-based, LP optimum).
+
+Why one command: the learned agents are judged against these numbers, so they must be produced
+the same way every time: build the site (cached), run each reference through the same CityLearn
+environment, solve the perfect-foresight LP on the same data and replay its plan through the
+environment, then write ``results/<site>/`` (Markdown, CSV, JSON, two PNG plots).
+
+Rows of the table: ``uncontrolled``, ``rule_based``, ``optimum`` (the LP plan replayed through
+CityLearn: the KPIs that count) and ``optimum_lp`` (the plan's own flows: what the LP claims).
+The JSON says how far the two optimum rows differ.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from iquitos_lightning.control.kpis import DEPARTURE_SOC_TOLERANCE, compute_kpis
+from iquitos_lightning.control.optimum import OptimumPlan, solve_optimum
+from iquitos_lightning.control.references import ReplayController, RuleBasedController, UncontrolledController
+from iquitos_lightning.control.rollout import RolloutResult, run_controller
+from iquitos_lightning.report.plots import plot_dispatch_week, plot_monthly_energy
+from iquitos_lightning.report.tables import kpi_table, to_markdown, to_rich
+from iquitos_lightning.site.config import SiteConfig, load_site_config
+
+# KPIs compared between the LP's claim and its replay in CityLearn (relative difference in the JSON).
+_REPLAY_CHECKED_KPIS = ("grid_import_kwh", "co2_kg", "cost", "ev_energy_served_kwh", "ev_unmet_kwh")
+
+
+def run_baselines(site_path: Path, results_root: Path, *, console: Console | None = None) -> pd.DataFrame:
+    """Build the site, run the three references, write ``results_root/<site>/`` and return the KPI table."""
+    from iquitos_lightning.envs.citylearn import make_iquitos_env
+    from iquitos_lightning.site.build import build_site
+
+    console = console or Console()
+    site_config = load_site_config(site_path)
+    build = build_site(site_config, progress=True)
+    env = make_iquitos_env(site_config, data_root=build.path.parent)
+    charger_efficiency = float(getattr(env, "charger_efficiency", 1.0))
+
+    console.print(f"[bold]Solving[/] the perfect-foresight LP ({site_config.hours} h) with HiGHS ...")
+    plan = solve_optimum(env.series, charger_efficiency=charger_efficiency)
+    console.print(
+        f"LP: {plan.variables:,} variables, {plan.constraints:,} constraints, solved in {plan.solve_seconds:.1f} s; "
+        f"CO2 {plan.co2_kg:,.0f} kg"
+    )
+
+    controllers = [
+        UncontrolledController(site_config),
+        RuleBasedController(site_config, charger_efficiency=charger_efficiency),
+        ReplayController(plan.actions(env.series), name="optimum"),
+    ]
+    rollouts = _run_all(env, controllers, console)
+
+    lp_kpis = compute_kpis(plan.flows(env.series), plan.departures(env.series), site_config)
+    kpis = {result.controller: result.kpis for result in rollouts}
+    table = kpi_table({**kpis, "optimum_lp": lp_kpis})
+
+    out_dir = Path(results_root) / site_config.name
+    _write_outputs(out_dir, site_config, table, rollouts, plan, lp_kpis, build)
+    console.print(
+        to_rich(table, title=f"Reference controllers, site {site_config.name}", currency=_currency(site_config))
+    )
+    console.print(f"Wrote {out_dir}/ (baselines.md, .csv, .json, dispatch_week.png, monthly_energy.png)")
+    return table
+
+
+def _run_all(env: Any, controllers: list, console: Console) -> list[RolloutResult]:
+    """Each controller through the same environment, with one progress bar over its steps."""
+    results = []
+    columns = (
+        TextColumn("{task.description:<14}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("steps"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console) as progress:
+        for controller in controllers:
+            task = progress.add_task(controller.name, total=env.series.hours)
+            result = run_controller(env, controller, on_step=lambda task=task: progress.advance(task))
+            progress.update(task, completed=env.series.hours)
+            results.append(result)
+    return results
+
+
+def _write_outputs(
+    out_dir: Path,
+    site_config: SiteConfig,
+    table: pd.DataFrame,
+    rollouts: list[RolloutResult],
+    plan: OptimumPlan,
+    lp_kpis: dict[str, float],
+    build: Any,
+) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    currency = _currency(site_config)
+    replayed = next(result.kpis for result in rollouts if result.controller == "optimum")
+    summary = {
+        "site": site_config.name,
+        "site_config_hash": site_config.content_hash(),
+        "dataset": str(build.path),
+        "hours": site_config.hours,
+        "currency": currency,
+        "kpis": table.to_dict(orient="index"),
+        "optimum_lp": {
+            "objective": plan.objective,
+            "co2_kg": plan.co2_kg,
+            "cost": plan.cost,
+            "solve_seconds": plan.solve_seconds,
+            "variables": plan.variables,
+            "constraints": plan.constraints,
+            "replay_vs_lp": {
+                kpi: {
+                    "lp": lp_kpis[kpi],
+                    "replayed": replayed[kpi],
+                    "relative_difference": _relative_difference(replayed[kpi], lp_kpis[kpi]),
+                }
+                for kpi in _REPLAY_CHECKED_KPIS
+            },
+        },
+        "runs": {result.controller: {"steps": result.steps, "seconds": result.seconds} for result in rollouts},
+        "definitions": {
+            "departure_soc_tolerance": DEPARTURE_SOC_TOLERANCE,
+            "bess_equivalent_full_cycles": "BESS energy discharged (grid side) / (capacity x (soc_max - soc_min))",
+            "pv_self_consumption_pct": "PV generation minus export/curtailment, over PV generation",
+            "ev_energy_served_kwh": "battery-side energy delivered to departed EVs",
+            "optimum": "the LP plan replayed through CityLearn as actions",
+            "optimum_lp": "the LP plan's own flows (what the LP claims)",
+        },
+        "machine": platform.platform(),
+    }
+    (out_dir / "baselines.json").write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
+    table.to_csv(out_dir / "baselines.csv", float_format="%.6g")
+    (out_dir / "baselines.md").write_text(_markdown_report(site_config, table, plan, summary))
+
+    flows = {result.controller: result.flows for result in rollouts}
+    year = site_config.calendar.year
+    plot_dispatch_week(flows, out_dir / "dispatch_week.png", year=year, title=site_config.name)
+    plot_monthly_energy(flows, out_dir / "monthly_energy.png", year=year, title=site_config.name)
+
+
+def _markdown_report(site_config: SiteConfig, table: pd.DataFrame, plan: OptimumPlan, summary: dict) -> str:
+    comparison = summary["optimum_lp"]["replay_vs_lp"]
+    difference_text = "; ".join(
+        f"{kpi} {entry['replayed']:,.2f} vs {entry['lp']:,.2f} ({100 * entry['relative_difference']:+.3f} %)"
+        for kpi, entry in comparison.items()
+    )
+    return (
+        f"# Reference controllers: site `{site_config.name}`\n\n"
+        f"{site_config.hours:,} hourly steps, site config hash `{summary['site_config_hash']}`.\n\n"
+        f"{to_markdown(table, currency=summary['currency'])}\n"
+        "- `uncontrolled`: every connected socket at full power, BESS idle.\n"
+        "- `rule_based`: PV surplus to EVs then BESS, BESS covers net load in the peak window, EVs just in time.\n"
+        "- `optimum`: the perfect-foresight LP's plan replayed through CityLearn (these KPIs count).\n"
+        "- `optimum_lp`: the same plan's own flows, as the LP computed them.\n\n"
+        f"LP: {plan.variables:,} variables, {plan.constraints:,} equality constraints, solved by HiGHS in "
+        f"{plan.solve_seconds:.1f} s; objective {plan.objective:,.1f} (CO2 kg + cost x 1e-3 + tie-breakers). "
+        f"Replayed through CityLearn vs the LP's claim: {difference_text}.\n\n"
+        f"Departures count as below required SOC when short by more than {DEPARTURE_SOC_TOLERANCE:g} of the "
+        "battery. BESS equivalent full cycles = energy discharged / usable capacity. Avoided tailpipe CO2 is "
+        "reported apart and never rewarded.\n"
+    )
+
+
+def _relative_difference(replayed: float, claimed: float) -> float:
+    """(replayed - claimed) / claimed; 0 when both are (near) zero, as for unmet energy."""
+    if abs(replayed - claimed) < 1e-6:
+        return 0.0
+    return (replayed - claimed) / max(abs(claimed), 1e-6)
+
+
+def _currency(site_config: SiteConfig) -> str:
+    return site_config.grid.currency
