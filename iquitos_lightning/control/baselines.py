@@ -21,7 +21,7 @@ import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from iquitos_lightning.control.kpis import DEPARTURE_SOC_TOLERANCE, compute_kpis
+from iquitos_lightning.control.kpis import DEPARTURE_SOC_TOLERANCE, compute_kpis, unavoidable_unmet_kwh
 from iquitos_lightning.control.optimum import OptimumPlan, solve_optimum
 from iquitos_lightning.control.references import ReplayController, RuleBasedController, UncontrolledController
 from iquitos_lightning.control.rollout import RolloutResult, run_controller
@@ -63,10 +63,12 @@ def run_baselines(site_path: Path, results_root: Path, *, console: Console | Non
     table = kpi_table({**kpis, "optimum_lp": lp_kpis})
 
     out_dir = Path(results_root) / site_config.name
-    _write_outputs(out_dir, site_config, table, rollouts, plan, lp_kpis, build)
+    unavoidable_kwh = unavoidable_unmet_kwh(env.series)
+    _write_outputs(out_dir, site_config, table, rollouts, plan, lp_kpis, build, unavoidable_kwh)
     console.print(
         to_rich(table, title=f"Reference controllers, site {site_config.name}", currency=_currency(site_config))
     )
+    _warn_if_evs_underserved(table, unavoidable_kwh, console)
     console.print(f"Wrote {out_dir}/ (baselines.md, .csv, .json, dispatch_week.png, monthly_energy.png)")
     return table
 
@@ -99,6 +101,7 @@ def _write_outputs(
     plan: OptimumPlan,
     lp_kpis: dict[str, float],
     build: Any,
+    unavoidable_kwh: float,
 ) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     currency = _currency(site_config)
@@ -126,6 +129,7 @@ def _write_outputs(
                 for kpi in _REPLAY_CHECKED_KPIS
             },
         },
+        "ev_unmet_unavoidable_kwh": unavoidable_kwh,
         "runs": {result.controller: {"steps": result.steps, "seconds": result.seconds} for result in rollouts},
         "definitions": {
             "departure_soc_tolerance": DEPARTURE_SOC_TOLERANCE,
@@ -164,10 +168,22 @@ def _markdown_report(site_config: SiteConfig, table: pd.DataFrame, plan: Optimum
         f"LP: {plan.variables:,} variables, {plan.constraints:,} equality constraints, solved by HiGHS in "
         f"{plan.solve_seconds:.1f} s; objective {plan.objective:,.1f} (CO2 kg + cost x 1e-3 + tie-breakers). "
         f"Replayed through CityLearn vs the LP's claim: {difference_text}.\n\n"
+        f"EV energy no controller can deliver (need beyond charger kW x dwell): "
+        f"{summary['ev_unmet_unavoidable_kwh']:,.2f} kWh; a controller serves EVs fully when its unmet equals it.\n\n"
         f"Departures count as below required SOC when short by more than {DEPARTURE_SOC_TOLERANCE:g} of the "
         "battery. BESS equivalent full cycles = energy discharged / usable capacity. Avoided tailpipe CO2 is "
         "reported apart and never rewarded.\n"
     )
+
+
+def _warn_if_evs_underserved(table: pd.DataFrame, unavoidable_kwh: float, console: Console) -> None:
+    """Say loudly when a reference leaves EV energy unserved that some controller could have delivered."""
+    tolerance_kwh = 1e-3 * max(1.0, float(table["ev_energy_served_kwh"].max()))
+    for controller, unmet in table["ev_unmet_kwh"].items():
+        if unmet > unavoidable_kwh + tolerance_kwh:
+            console.print(
+                f"[bold red]warning[/]: {controller} leaves {unmet - unavoidable_kwh:,.2f} kWh of avoidable EV need unmet"
+            )
 
 
 def _relative_difference(replayed: float, claimed: float) -> float:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from control_testkit import hand_site_config
+from control_testkit import hand_series, hand_site_config
 
-from iquitos_lightning.control.kpis import KPI_UNITS, compute_kpis, energy_balance_residual_kw
+from iquitos_lightning.control.kpis import KPI_UNITS, compute_kpis, energy_balance_residual_kw, unavoidable_unmet_kwh
 from iquitos_lightning.envs.state import DEPARTURE_COLUMNS, FLOW_COLUMNS
 from iquitos_lightning.site.config import EVConfig, EVFleetConfig
 
@@ -78,3 +78,15 @@ def test_energy_balance_error_reports_the_worst_hour() -> None:
 def test_kpis_refuse_tables_missing_columns() -> None:
     with pytest.raises(ValueError, match="grid_import_kw"):
         compute_kpis(_flows().drop(columns="grid_import_kw"), _departures(), _two_fleet_config())
+
+
+def test_unavoidable_unmet_is_need_beyond_charger_power_times_dwell() -> None:
+    """4 kWh EVs on a 2 kW charger: 3.2 kWh in 1 h misses 1.2; 2 kWh in 2 h and a full EV miss nothing."""
+    series = hand_series(
+        hand_site_config(),
+        pv_kw=[0.0] * 4,
+        mall_kw=[0.0] * 4,
+        price_per_kwh=[0.3] * 4,
+        sessions=[(0, 0, 1, 0.1, 0.9), (0, 1, 3, 0.25, 0.75), (0, 3, 4, 0.8, 0.8)],
+    )
+    assert unavoidable_unmet_kwh(series) == pytest.approx(1.2)
