@@ -182,7 +182,8 @@ def _warn_if_evs_underserved(table: pd.DataFrame, unavoidable_kwh: float, consol
     for controller, unmet in table["ev_unmet_kwh"].items():
         if unmet > unavoidable_kwh + tolerance_kwh:
             console.print(
-                f"[bold red]warning[/]: {controller} leaves {unmet - unavoidable_kwh:,.2f} kWh of avoidable EV need unmet"
+                f"[bold red]warning[/]: {controller} leaves {unmet - unavoidable_kwh:,.2f} kWh "
+                "of avoidable EV need unmet"
             )
 
 
