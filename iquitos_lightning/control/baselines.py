@@ -22,7 +22,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from iquitos_lightning.control.kpis import DEPARTURE_SOC_TOLERANCE, compute_kpis, unavoidable_unmet_kwh
-from iquitos_lightning.control.optimum import OptimumPlan, solve_optimum
+from iquitos_lightning.control.optimum import (
+    DEFAULT_COST_WEIGHT,
+    THROUGHPUT_WEIGHT,
+    UNMET_PENALTY,
+    OptimumPlan,
+    solve_optimum,
+)
 from iquitos_lightning.control.references import ReplayController, RuleBasedController, UncontrolledController
 from iquitos_lightning.control.rollout import RolloutResult, run_controller
 from iquitos_lightning.report.plots import plot_dispatch_week, plot_monthly_energy
@@ -47,7 +53,7 @@ def run_baselines(site_path: Path, results_root: Path, *, console: Console | Non
     console.print(f"[bold]Solving[/] the perfect-foresight LP ({site_config.hours} h) with HiGHS ...")
     plan = solve_optimum(env.series, charger_efficiency=charger_efficiency)
     console.print(
-        f"LP: {plan.variables:,} variables, {plan.constraints:,} constraints, solved in {plan.solve_seconds:.1f} s; "
+        f"LP: {plan.variables:,} variables, {plan.constraints:,} constraints, solved in {plan.solve_seconds:.2f} s; "
         f"CO2 {plan.co2_kg:,.0f} kg"
     )
 
@@ -166,7 +172,8 @@ def _markdown_report(site_config: SiteConfig, table: pd.DataFrame, plan: Optimum
         "- `optimum`: the perfect-foresight LP's plan replayed through CityLearn (these KPIs count).\n"
         "- `optimum_lp`: the same plan's own flows, as the LP computed them.\n\n"
         f"LP: {plan.variables:,} variables, {plan.constraints:,} equality constraints, solved by HiGHS in "
-        f"{plan.solve_seconds:.1f} s; objective {plan.objective:,.1f} (CO2 kg + cost x 1e-3 + tie-breakers). "
+        f"{plan.solve_seconds:.2f} s; objective {plan.objective:,.1f} = CO2 kg + {DEFAULT_COST_WEIGHT:g} x cost "
+        f"+ {UNMET_PENALTY:g} x unmet EV kWh + {THROUGHPUT_WEIGHT:g} x BESS throughput kWh. "
         f"Replayed through CityLearn vs the LP's claim: {difference_text}.\n\n"
         f"EV energy no controller can deliver (need beyond charger kW x dwell): "
         f"{summary['ev_unmet_unavoidable_kwh']:,.2f} kWh; a controller serves EVs fully when its unmet equals it.\n\n"
