@@ -14,9 +14,11 @@ The CityLearn mapping (one building, central agent, offline, nothing autosized):
   on each way (``StorageDevice.round_trip_efficiency`` is ``efficiency ** 0.5``), so its
   ``efficiency`` attribute must be the ROUND TRIP (0.90), which yields the one-way
   ``bess.one_way_efficiency`` on charge and on discharge (the test checks the AC round trip);
+- every CityLearn table has one row more than the calendar (a copy of the last hour, no EV):
+  CityLearn acts on T-1 of T rows, so the extra row makes the episode ``config.hours`` actions;
 - one charger per socket (``max_charging_power`` = socket kW, efficiency 1, no discharge) and one
   EV per socket, reused by every session on that socket: a charger CSV marks state 1 while a
-  session is plugged in, gives the EV id, a distinct ``electric_vehicle_session_id`` per visit
+  session is plugged in (3 = away otherwise), gives the EV id, a distinct ``electric_vehicle_session_id`` per visit
   (CityLearn re-applies the arrival SOC only when the session id changes), the steps to
   departure, the required SOC, and ``electric_vehicle_current_soc`` = the arrival SOC on the
   arrival step only (CityLearn forces the battery to it on a new connection). The EV batteries
@@ -55,6 +57,8 @@ from iquitos_lightning.site.config import (
 from iquitos_lightning.site.series import SESSION_COLUMNS, SiteSeries
 
 HASH_FILE = "build_hash.txt"
+# Bump when the builder's output changes for the same config: old cached folders are then rebuilt.
+BUILDER_VERSION = 1
 CONFIG_FILE = "site_config.json"
 SERIES_FILE = "series.csv"
 SESSIONS_FILE = "sessions.csv"
@@ -62,6 +66,10 @@ CALIBRATION_FILE = "calibration.json"
 SCHEMA_FILE = "schema.json"
 BUILDING_NAME = "mall"
 CHARGER_DIR = "chargers"
+# CityLearn charger states: 1 = plugged in; 3 = EV away. The column must hold no blank: CityLearn
+# parses states with ``str(s).isdigit()``, so a column pandas reads as float ("1.0") is all NaN.
+PLUGGED_STATE = 1
+AWAY_STATE = 3
 SERIES_COLUMNS = (
     "pv_kw",
     "mall_kw",
@@ -129,7 +137,7 @@ def build_site(
     (``cached=True``) unless ``force``.
     """
     path = Path("data") / config.name if out_dir is None else Path(out_dir)
-    wanted_hash = config.content_hash()
+    wanted_hash = f"{config.content_hash()}-v{BUILDER_VERSION}"
     hash_path = path / HASH_FILE
     if not force and hash_path.is_file() and hash_path.read_text().strip() == wanted_hash:
         return BuildResult(
@@ -184,8 +192,8 @@ def load_series(path: Path) -> SiteSeries:
     """Read a built site's :class:`SiteSeries` back from its folder (``series.csv``, ``sessions.csv``)."""
     path = Path(path)
     config = site_config_from_dict(json.loads((path / CONFIG_FILE).read_text()))
-    table = pd.read_csv(path / SERIES_FILE)
-    sessions = pd.read_csv(path / SESSIONS_FILE)[list(SESSION_COLUMNS)]
+    table = pd.read_csv(path / SERIES_FILE, float_precision="round_trip")
+    sessions = pd.read_csv(path / SESSIONS_FILE, float_precision="round_trip")[list(SESSION_COLUMNS)]
     return SiteSeries(
         config=config, sessions=sessions, **{name: table[name].to_numpy(float) for name in SERIES_COLUMNS}
     )
@@ -306,7 +314,7 @@ def _write_dataset(path: Path, series: SiteSeries, times: pd.DatetimeIndex, pv_r
             "occupant_count": zeros,
             "power_outage": np.zeros(hours, dtype=int),
         }
-    ).to_csv(path / "building.csv", index=False)
+    ).pipe(_pad).to_csv(path / "building.csv", index=False)
 
     weather = {
         "outdoor_dry_bulb_temperature": series.temperature_c,
@@ -317,9 +325,9 @@ def _write_dataset(path: Path, series: SiteSeries, times: pd.DatetimeIndex, pv_r
     for name, values in list(weather.items()):
         for step, forecast in enumerate(pv.forecasts(values, rng), start=1):
             weather[f"{name}_predicted_{step}"] = _f32(forecast)
-    pd.DataFrame(weather).to_csv(path / "weather.csv", index=False)
+    pd.DataFrame(weather).pipe(_pad).to_csv(path / "weather.csv", index=False)
 
-    pd.DataFrame({"carbon_intensity": series.carbon_intensity_kg_per_kwh}).to_csv(
+    pd.DataFrame({"carbon_intensity": series.carbon_intensity_kg_per_kwh}).pipe(_pad).to_csv(
         path / "carbon_intensity.csv", index=False
     )
     price = series.price_per_kwh
@@ -331,7 +339,7 @@ def _write_dataset(path: Path, series: SiteSeries, times: pd.DatetimeIndex, pv_r
                 for k in (1, 2, 3)
             },
         }
-    ).to_csv(path / "pricing.csv", index=False)
+    ).pipe(_pad).to_csv(path / "pricing.csv", index=False)
 
     (path / CHARGER_DIR).mkdir()
     for socket, frame in enumerate(_charger_tables(series)):
@@ -341,11 +349,11 @@ def _write_dataset(path: Path, series: SiteSeries, times: pd.DatetimeIndex, pv_r
 
 def _charger_tables(series: SiteSeries) -> list[pd.DataFrame]:
     """One CityLearn charger table per socket: state 1 while a session is plugged in, blanks elsewhere."""
-    hours = series.hours
+    hours = series.hours + 1  # one blank row past the end: see _pad
     tables = []
     sessions = series.sessions
     for socket in range(series.config.ev.socket_count):
-        state = np.full(hours, np.nan)
+        state = np.full(hours, AWAY_STATE, dtype=np.int64)
         departure = np.full(hours, np.nan)
         required = np.full(hours, np.nan)
         current = np.full(hours, np.nan)
@@ -355,8 +363,8 @@ def _charger_tables(series: SiteSeries) -> list[pd.DataFrame]:
         for row, (arrival, leave, arrival_soc, required_soc) in enumerate(
             own[["arrival_step", "departure_step", "arrival_soc", "required_soc"]].itertuples(index=False)
         ):
-            steps = np.arange(int(arrival), min(int(leave), hours))
-            state[steps] = 1
+            steps = np.arange(int(arrival), min(int(leave), series.hours))
+            state[steps] = PLUGGED_STATE
             departure[steps] = int(leave) - steps
             required[steps] = required_soc
             current[int(arrival)] = arrival_soc
@@ -365,7 +373,7 @@ def _charger_tables(series: SiteSeries) -> list[pd.DataFrame]:
         tables.append(
             pd.DataFrame(
                 {
-                    "electric_vehicle_charger_state": pd.array(state, dtype="Int64"),
+                    "electric_vehicle_charger_state": state,
                     "electric_vehicle_id": ev_id,
                     "electric_vehicle_departure_time": pd.array(departure, dtype="Int64"),
                     "electric_vehicle_required_soc_departure": required,
@@ -423,7 +431,7 @@ def _schema(series: SiteSeries) -> dict[str, Any]:
         "root_directory": None,
         "central_agent": True,
         "simulation_start_time_step": 0,
-        "simulation_end_time_step": series.hours - 1,
+        "simulation_end_time_step": series.hours,
         "episode_time_steps": None,
         "rolling_episode_split": False,
         "random_episode_split": False,
@@ -477,6 +485,11 @@ def _schema(series: SiteSeries) -> dict[str, Any]:
         },
         "electric_vehicles_def": electric_vehicles,
     }
+
+
+def _pad(frame: pd.DataFrame) -> pd.DataFrame:
+    """Repeat the last row once: CityLearn takes T-1 actions on T rows, and an episode must have T actions."""
+    return pd.concat([frame, frame.iloc[-1:]], ignore_index=True)
 
 
 def _f32(values: np.ndarray) -> np.ndarray:

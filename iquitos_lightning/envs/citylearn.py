@@ -1,0 +1,303 @@
+"""The Iquitos site as a plain Gymnasium env around CityLearn 3 (and a TorchRL wrapper for agents).
+
+Why a wrapper of our own: CityLearn's observation dict, its reward and its
+``NormalizedObservationWrapper`` cost more than the simulation itself (FACTS.md). This env lets
+CityLearn do the physics (PV, mall load, BESS, chargers, EV batteries) and reads the raw state
+straight from its building objects; calendar, forecasts and session facts (connected, required
+SOC, hours to departure) come from the site series, which are the data CityLearn was built from.
+Observations are normalised with constants fixed at construction.
+
+Action ``[BESS, socket_0 .. socket_{S-1}]`` in [-1, 1]: the BESS as a fraction of its power
+(+charge / -discharge, grid side), each socket as a fraction of its charger power (negative = 0,
+no V2G; an action on an empty socket does nothing). CityLearn's semantics, read from its source:
+- an EV connects at the start of ``arrival_step`` with its arrival SOC (forced by CityLearn on a new
+  session id) and leaves at the start of ``departure_step``; its SOC after the last hour is the
+  departure SOC;
+- a charger action a > 0 puts a x charger kW x 1 h into the EV battery (charger and battery are
+  lossless, flat curves), cut only at SOC 1: CityLearn does NOT stop at the required SOC, the
+  reward does not pay for what goes beyond;
+- the BESS charges and discharges with sqrt(round trip) each way, within [soc_min, 1] x capacity,
+  at most its nominal power; requests beyond the limits are clipped by CityLearn (the flows show
+  what really happened);
+- CityLearn also drifts the SOC of EVs that are not plugged in at random; it never matters here
+  because every session starts from its forced arrival SOC.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+from citylearn.citylearn import CityLearnEnv
+from citylearn.reward_function import RewardFunction
+
+from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
+from iquitos_lightning.envs.state import DEPARTURE_COLUMNS, FLOW_COLUMNS, SiteState
+from iquitos_lightning.site.build import build_site, charger_id, ev_name
+from iquitos_lightning.site.config import HOURS_PER_DAY, SiteConfig, load_site_config
+from iquitos_lightning.site.series import SiteSeries
+
+FORECAST_STEPS = (1, 2, 3)
+CALENDAR_FEATURES = ("hour_sin", "hour_cos", "day_type_sin", "day_type_cos", "month_sin", "month_cos")
+SOCKET_FEATURES = ("connected", "soc", "required_soc", "hours_to_departure")
+
+
+class NullReward(RewardFunction):
+    """A CityLearn reward that asks for no observations (cheap): the wrapper computes the real one."""
+
+    def get_required_observation_names(self) -> tuple[str, ...]:
+        return ()
+
+    def calculate(self, observations: list) -> list[float]:
+        return [0.0]
+
+
+class IquitosEnv(gym.Env):
+    """Gymnasium env of one built site (module docstring); one episode = ``config.hours`` steps."""
+
+    metadata = {"render_modes": []}
+    charger_efficiency = 1.0
+
+    def __init__(self, schema_path: Path, series: SiteSeries, reward_weights: RewardWeights | None = None) -> None:
+        self.series = series
+        self.site_config: SiteConfig = series.config
+        self.reward_weights = reward_weights or RewardWeights()
+        self.reward_scales = RewardScales.for_series(series)
+        self.citylearn = CityLearnEnv(str(schema_path), central_agent=True, offline=True, reward_function=NullReward)
+        self.building = self.citylearn.buildings[0]
+        self.sockets = self.site_config.ev.socket_count
+        chargers = {charger.charger_id: charger for charger in self.building.electric_vehicle_chargers}
+        self.chargers = [chargers[charger_id(s)] for s in range(self.sockets)]
+        vehicles = {vehicle.name: vehicle for vehicle in self.citylearn.electric_vehicles}
+        self.vehicles = [vehicles[ev_name(s)] for s in range(self.sockets)]
+        self.hours = series.hours
+        self._precompute()
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (1 + self.sockets,), np.float32)
+        size = len(self.observation_names)
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
+        self.time_step = 0
+
+    # ----- static tables -------------------------------------------------------------------
+    def _precompute(self) -> None:
+        """Per-step session facts [T, S] and the constant part of the observations."""
+        series, hours, sockets = self.series, self.hours, self.sockets
+        sessions = series.sessions
+        self.session_of = np.full((hours, sockets), -1, dtype=np.int64)
+        self.hours_to_departure = np.zeros((hours, sockets), dtype=np.int64)
+        self.required_soc = np.zeros((hours, sockets))
+        for index, (socket, arrival, departure, _, required) in enumerate(sessions.itertuples(index=False)):
+            steps = np.arange(int(arrival), min(int(departure), hours))
+            self.session_of[steps, socket] = index
+            self.hours_to_departure[steps, socket] = int(departure) - steps
+            self.required_soc[steps, socket] = required
+        self.connected = self.session_of >= 0
+        self.departing = [[] for _ in range(hours)]  # sessions leaving at the start of step t+1
+        for index, departure in enumerate(sessions["departure_step"].to_numpy(int)):
+            if 1 <= departure <= hours:
+                self.departing[departure - 1].append(index)
+        self.battery_kwh = series.socket_battery_kwh
+        self.session_socket = sessions["socket"].to_numpy(int)
+        self.session_arrival_soc = sessions["arrival_soc"].to_numpy(float)
+        self.session_required_soc = sessions["required_soc"].to_numpy(float)
+        self.charger_kw = series.socket_charger_kw
+
+        config = self.site_config
+        times = pd.date_range(f"{config.calendar.year}-01-01", periods=hours, freq="h")
+        hour = times.hour.to_numpy()
+        day = times.dayofweek.to_numpy()
+        month = times.month.to_numpy() - 1
+        calendar = [
+            np.sin(2 * np.pi * hour / HOURS_PER_DAY),
+            np.cos(2 * np.pi * hour / HOURS_PER_DAY),
+            np.sin(2 * np.pi * day / 7),
+            np.cos(2 * np.pi * day / 7),
+            np.sin(2 * np.pi * month / 12),
+            np.cos(2 * np.pi * month / 12),
+        ]
+        pv_scale = config.pv.ac_limit_kw
+        mall_scale = max(float(series.mall_kw.max()), 1e-9)
+        price_scale = self.reward_scales.max_price
+        exogenous = [*calendar]
+        names = list(CALENDAR_FEATURES)
+        for name, values, scale in (
+            ("pv", series.pv_kw, pv_scale),
+            ("mall", series.mall_kw, mall_scale),
+            ("price", series.price_per_kwh, price_scale),
+        ):
+            for ahead in (0, *FORECAST_STEPS):
+                shifted = np.concatenate([values[ahead:], np.repeat(values[-1:], ahead)])
+                exogenous.append(shifted / scale)
+                names.append(name if ahead == 0 else f"{name}_forecast_{ahead}")
+        exogenous.append(series.carbon_intensity_kg_per_kwh / self.reward_scales.max_carbon)
+        names.append("carbon_intensity")
+        self.exogenous = np.column_stack(exogenous).astype(np.float32)
+        self.hour_of_step = hour
+        names.append("bess_soc")
+        self.observation_names = names + [f"{f}_{s}" for s in range(self.sockets) for f in SOCKET_FEATURES]
+        self.dwell_scale = float(config.ev.dwell_max_h)
+
+    # ----- gymnasium API ---------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.citylearn.reset()
+        self.time_step = 0
+        self._flows = np.zeros((self.hours, len(FLOW_COLUMNS)))
+        self._departures: list[tuple] = []
+        self._socket_soc = np.zeros(self.sockets)
+        self._read_socket_soc()
+        return self._observation(), {}
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
+        t = self.time_step
+        if t >= self.hours:
+            raise RuntimeError("episode is over: call reset()")
+        action = np.clip(np.asarray(action, dtype=np.float64).reshape(-1), -1.0, 1.0)
+        socket_action = np.where(self.connected[t], np.maximum(action[1:], 0.0), 0.0)
+        soc_before = self._socket_soc.copy()
+        self.citylearn.step([[float(action[0]), *socket_action.tolist()]])
+
+        building = self.building
+        pv_kw = -float(building.solar_generation[t])
+        mall_kw = float(building.non_shiftable_load_device.electricity_consumption[t])
+        bess_kw = float(building.electrical_storage.electricity_consumption[t])
+        socket_kw = np.array([charger.electricity_consumption[t] for charger in self.chargers], dtype=float)
+        net_kw = float(building.net_electricity_consumption[t])
+        bess_soc = float(building.electrical_storage.soc[t])
+        soc_after = soc_before.copy()
+        for socket in np.flatnonzero(self.connected[t]):
+            soc_after[socket] = float(self.vehicles[socket].battery.soc[t])
+
+        need_kwh = np.clip(self.required_soc[t] - soc_before, 0.0, None) * self.battery_kwh
+        useful_kwh = float(np.minimum(socket_kw * self.charger_efficiency, need_kwh).sum())
+        unmet = 0.0
+        for index in self.departing[t]:
+            socket = int(self.session_socket[index])
+            arrival_soc = self.session_arrival_soc[index]
+            required = self.session_required_soc[index]
+            battery = self.battery_kwh[socket]
+            gap = max(required - soc_after[socket], 0.0) * battery
+            unmet += gap
+            self._departures.append(
+                (socket, t + 1, required, soc_after[socket], (soc_after[socket] - arrival_soc) * battery, gap)
+            )
+        price = float(self.series.price_per_kwh[t])
+        carbon = float(self.series.carbon_intensity_kg_per_kwh[t])
+        grid_import = max(net_kw, 0.0)
+        self._flows[t] = (
+            pv_kw,
+            mall_kw,
+            float(socket_kw.sum()),
+            max(bess_kw, 0.0),
+            max(-bess_kw, 0.0),
+            grid_import,
+            max(-net_kw, 0.0),
+            bess_soc,
+            price,
+            carbon,
+        )
+        outcome = StepOutcome(
+            grid_import_kw=grid_import,
+            pv_kw=pv_kw,
+            mall_kw=mall_kw,
+            bess_charge_kw=max(bess_kw, 0.0),
+            ev_useful_kwh=useful_kwh,
+            departing_unmet_kwh=unmet,
+            price_per_kwh=price,
+            carbon_intensity_kg_per_kwh=carbon,
+        )
+        terms = reward_terms(outcome, self.reward_scales)
+        reward = weighted_reward(terms, self.reward_weights)
+
+        self.time_step = t + 1
+        terminated = self.time_step >= self.hours
+        self._socket_soc = soc_after
+        if not terminated:
+            self._read_socket_soc()
+        return self._observation(), float(reward), terminated, False, {"reward_terms": terms}
+
+    # ----- what controllers and KPIs read ----------------------------------------------------
+    def state(self) -> SiteState:
+        """Physical state at the start of the current step."""
+        t = min(self.time_step, self.hours - 1)
+        connected = self.connected[t]
+        return SiteState(
+            time_step=t,
+            hour_of_day=int(self.hour_of_step[t]),
+            bess_soc=self._bess_soc(),
+            pv_kw=float(self.series.pv_kw[t]),
+            mall_kw=float(self.series.mall_kw[t]),
+            price_per_kwh=float(self.series.price_per_kwh[t]),
+            socket_connected=connected.copy(),
+            socket_soc=np.where(connected, self._socket_soc, 0.0),
+            socket_required_soc=self.required_soc[t].copy(),
+            socket_hours_to_departure=self.hours_to_departure[t].copy(),
+        )
+
+    def flows(self) -> pd.DataFrame:
+        """Hourly energy flows (FLOW_COLUMNS) of the steps simulated so far."""
+        return pd.DataFrame(self._flows[: self.time_step], columns=list(FLOW_COLUMNS))
+
+    def departures(self) -> pd.DataFrame:
+        """One row per EV that left so far (DEPARTURE_COLUMNS)."""
+        table = pd.DataFrame(self._departures, columns=list(DEPARTURE_COLUMNS))
+        return table.astype({"socket": int, "departure_step": int})
+
+    # ----- internals -------------------------------------------------------------------------
+    def _bess_soc(self) -> float:
+        """BESS SOC at the start of the current step: the end of the previous one (no standby loss)."""
+        storage = self.building.electrical_storage
+        return float(storage.soc[max(self.time_step - 1, 0)]) if self.time_step else float(storage.soc[0])
+
+    def _read_socket_soc(self) -> None:
+        """SOC of each plugged EV at the start of the current step (the arrival SOC on its first hour)."""
+        t = self.time_step
+        connected = self.connected[t]
+        soc = np.where(connected, self._socket_soc, 0.0)
+        for socket in np.flatnonzero(connected):
+            soc[socket] = float(self.vehicles[socket].battery.soc[t])
+        self._socket_soc = soc
+
+    def _observation(self) -> np.ndarray:
+        t = min(self.time_step, self.hours - 1)
+        sockets = np.column_stack(
+            [
+                self.connected[t].astype(float),
+                self._socket_soc,
+                self.required_soc[t],
+                self.hours_to_departure[t] / self.dwell_scale,
+            ]
+        ).reshape(-1)
+        return np.concatenate([self.exogenous[t], [self._bess_soc()], sockets]).astype(np.float32)
+
+
+def _site_config(site: str | Path | SiteConfig) -> SiteConfig:
+    return site if isinstance(site, SiteConfig) else load_site_config(site)
+
+
+def make_iquitos_env(
+    site: str | Path | SiteConfig = "configs/site/iquitos-2026.yaml",
+    *,
+    reward_weights: RewardWeights | None = None,
+    data_root: Path = Path("data"),
+) -> IquitosEnv:
+    """Build (or reuse) the site's dataset under ``data_root/<name>`` and wrap it as an :class:`IquitosEnv`."""
+    site_config = _site_config(site)
+    build = build_site(site_config, Path(data_root) / site_config.name, progress=False)
+    return IquitosEnv(build.schema_path, build.series, reward_weights)
+
+
+def make_torchrl_env(
+    site: str | Path | SiteConfig = "configs/site/iquitos-2026.yaml",
+    *,
+    reward_weights: RewardWeights | None = None,
+    data_root: Path = Path("data"),
+    device: str = "cpu",
+) -> Any:
+    """The same env for TorchRL agents: ``GymWrapper`` + ``DoubleToFloat`` + ``StepCounter``."""
+    from torchrl.envs import DoubleToFloat, GymWrapper, StepCounter, TransformedEnv
+
+    env = make_iquitos_env(site, reward_weights=reward_weights, data_root=data_root)
+    return TransformedEnv(GymWrapper(env, device=device), DoubleToFloat()).append_transform(StepCounter())

@@ -1,0 +1,71 @@
+"""The site builder: deterministic, cached by config hash, calibrated to SITE.md."""
+
+from __future__ import annotations
+
+import dataclasses
+import filecmp
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from iquitos_lightning.site.build import build_site, load_series
+from iquitos_lightning.site.config import load_site_config
+
+TINY = Path("configs/site/tiny.yaml")
+DEFAULT = Path("configs/site/iquitos-2026.yaml")
+
+
+def _all_files(folder: Path) -> list[Path]:
+    return sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file())
+
+
+def test_two_builds_of_the_same_config_are_byte_identical(tmp_path: Path) -> None:
+    config = load_site_config(TINY)
+    first = build_site(config, tmp_path / "a", progress=False)
+    second = build_site(config, tmp_path / "b", progress=False)
+    files = _all_files(first.path)
+    assert files == _all_files(second.path)
+    assert len(files) > 8
+    _, mismatch, errors = filecmp.cmpfiles(first.path, second.path, [str(f) for f in files], shallow=False)
+    assert mismatch == [] and errors == []
+
+
+def test_second_build_is_read_from_cache_and_a_changed_config_rebuilds(tmp_path: Path) -> None:
+    config = load_site_config(TINY)
+    built = build_site(config, tmp_path / "site", progress=False)
+    cached = build_site(config, tmp_path / "site", progress=False)
+    assert not built.cached and cached.cached
+    np.testing.assert_array_equal(cached.series.pv_kw, built.series.pv_kw)
+    np.testing.assert_array_equal(cached.series.mall_kw, built.series.mall_kw)
+    assert cached.series.sessions.equals(built.series.sessions)
+    changed = dataclasses.replace(config, seed=config.seed + 1)
+    rebuilt = build_site(changed, tmp_path / "site", progress=False)
+    assert not rebuilt.cached
+    assert not np.array_equal(rebuilt.series.pv_kw, built.series.pv_kw)
+
+
+def test_tiny_site_calibration_is_sane(tmp_path: Path) -> None:
+    config = load_site_config(TINY)
+    result = build_site(config, tmp_path / "tiny", progress=False)
+    figures = result.calibration
+    assert 1300 <= figures["pv_specific_yield_kwh_kwp"] <= 1400
+    assert 0.75 <= figures["pv_performance_ratio"] <= 0.85
+    assert figures["annual_ghi_kwh_m2"] == pytest.approx(config.pv.annual_ghi_kwh_m2, rel=1e-3)
+    assert figures["ev_energy_kwh_per_day"] == pytest.approx(config.ev.daily_energy_kwh, rel=0.15)
+    series = load_series(result.path)
+    assert series.hours == config.hours
+    assert series.pv_kw.max() <= config.pv.ac_limit_kw
+    assert (series.pv_kw[series.ghi_w_m2 == 0] == 0).all()
+    assert 20 <= series.temperature_c.min() and series.temperature_c.max() <= 34
+    assert 80 <= series.humidity_pct.min() and series.humidity_pct.max() <= 90
+
+
+@pytest.mark.slow
+def test_default_site_meets_the_site_md_targets(tmp_path: Path) -> None:
+    config = load_site_config(DEFAULT)
+    figures = build_site(config, tmp_path / "default", progress=False).calibration
+    assert 1300 <= figures["pv_specific_yield_kwh_kwp"] <= 1400
+    assert figures["pv_performance_ratio"] == pytest.approx(0.80, abs=0.03)
+    assert figures["mall_kwh"] == pytest.approx(12_368_653, rel=0.01)
+    assert figures["ev_energy_kwh_per_day"] == pytest.approx(900, rel=0.15)
