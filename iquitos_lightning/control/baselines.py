@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import platform
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from rich.console import Console
@@ -29,11 +29,19 @@ from iquitos_lightning.control.optimum import (
     OptimumPlan,
     solve_optimum,
 )
-from iquitos_lightning.control.references import ReplayController, RuleBasedController, UncontrolledController
+from iquitos_lightning.control.references import (
+    Controller,
+    ReplayController,
+    RuleBasedController,
+    UncontrolledController,
+)
 from iquitos_lightning.control.rollout import RolloutResult, run_controller
 from iquitos_lightning.report.plots import plot_dispatch_week, plot_monthly_energy
 from iquitos_lightning.report.tables import kpi_table, to_markdown, to_rich
 from iquitos_lightning.site.config import SiteConfig, load_site_config
+
+if TYPE_CHECKING:
+    from iquitos_lightning.site.build import BuildResult
 
 # KPIs compared between the LP's claim and its replay in CityLearn (relative difference in the JSON).
 _REPLAY_CHECKED_KPIS = ("grid_import_kwh", "co2_kg", "cost", "ev_energy_served_kwh", "ev_unmet_kwh")
@@ -79,7 +87,7 @@ def run_baselines(site_path: Path, results_root: Path, *, console: Console | Non
     return table
 
 
-def _run_all(env: Any, controllers: list, console: Console) -> list[RolloutResult]:
+def _run_all(env: Any, controllers: list[Controller], console: Console) -> list[RolloutResult]:
     """Each controller through the same environment, with one progress bar over its steps."""
     results = []
     columns = (
@@ -106,7 +114,7 @@ def _write_outputs(
     rollouts: list[RolloutResult],
     plan: OptimumPlan,
     lp_kpis: dict[str, float],
-    build: Any,
+    build: BuildResult,
     unavoidable_kwh: float,
 ) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
