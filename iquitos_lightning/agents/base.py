@@ -1,0 +1,393 @@
+"""The shared plumbing of on-line RL in Lightning: collector as dataloader, frame budget, evaluation, exact resume.
+
+Why one base: SAC, PPO and A2C differ only in how they learn from a rollout; everything else is
+the same and easy to get subtly wrong, so it lives here once:
+
+- **Data**: a TorchRL ``Collector`` on the CPU env feeds ``training_step`` through
+  :class:`CollectorStream` (the train dataloader). One Lightning "epoch" is one evaluation period
+  (``eval_every_frames``), so validation runs after each period through Lightning's own loop.
+  The stream has a length, so Lightning does not prefetch: every rollout is collected with the
+  weights of the latest update.
+- **Budget**: training stops when ``frames_done`` reaches ``frame_budget`` (env frames), not on
+  ``max_steps`` (Lightning's ``global_step`` counts optimizer steps: three per SAC update).
+- **Env**: built from :class:`~iquitos_lightning.agents.env_factory.EnvConfig` and kept in a plain
+  holder, never as a child ``nn.Module`` (Lightning would move it to the GPU and checkpoint it).
+- **Evaluation**: validation/test roll out the deterministic policy over full episodes of a
+  separate env with fixed seeds, under a forked RNG so evaluating never changes training; the
+  return is logged, plus the site KPIs when the env is the Iquitos site; ``test`` also writes the
+  agent's KPI row to ``<logger root>/kpis.json``.
+- **Resume**: counters, the env's episode counter, the RNG states and whatever the agent adds
+  (the replay buffer) go into the checkpoint; a run resumed from a checkpoint taken at an episode
+  boundary repeats the uninterrupted run exactly; one taken mid-episode starts a fresh episode.
+
+Contract with the callbacks (:mod:`iquitos_lightning.callbacks.step_rate`): ``frames_done``,
+``frame_budget``, ``updates_done``, ``episodes_done``, ``last_episode_return``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import asdict, dataclass, fields, is_dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lightning.pytorch as pl
+import numpy as np
+import torch
+from lightning.pytorch.utilities import rank_zero_info
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModule
+from torch.utils.data import IterableDataset
+from torchrl.collectors import Collector
+from torchrl.envs import EnvBase, ExplorationType, set_exploration_type
+
+from iquitos_lightning.agents.env_factory import EnvConfig, episode_seeding, make_env, site_env
+
+ConfigT = TypeVar("ConfigT")
+
+
+@dataclass
+class RolloutConfig:
+    """How much to collect, in environment frames, and how often to evaluate."""
+
+    frame_budget: int = 1_000_000  # env frames collected by `fit` (the training budget; rounded up to whole batches)
+    frames_per_batch: int = 1_000  # frames per collector rollout = one training batch
+    eval_every_frames: int = 50_000  # validate (and end a Lightning epoch) every this many frames
+    eval_episodes: int = 1  # full deterministic episodes per validation/test
+    max_eval_steps: int = 100_000  # safety cap on the length of one evaluation episode
+
+
+def as_config(config_class: type[ConfigT], value: ConfigT | dict[str, Any] | None) -> ConfigT:
+    """Accept a config dataclass or its dict (hparams of a checkpoint store plain dicts)."""
+    if value is None:
+        return config_class()
+    if isinstance(value, config_class):
+        return value
+    if isinstance(value, dict):
+        known = {field.name for field in fields(config_class)}  # type: ignore[arg-type]
+        return config_class(**{key: item for key, item in value.items() if key in known})
+    raise TypeError(f"expected {config_class.__name__} or dict, got {type(value).__name__}")
+
+
+class _Runtime:
+    """Non-module holder of the envs and the collector (kept out of ``nn.Module`` registration)."""
+
+    def __init__(self, train_env: EnvBase) -> None:
+        self.train_env = train_env
+        self.eval_env: EnvBase | None = None
+        self.collector: Collector | None = None
+        self.iterator: Any = None
+
+
+class CollectorStream(IterableDataset):
+    """The train dataloader: rollouts from the agent's collector until the end of the current evaluation period.
+
+    Its length is the number of batches of the current period (counted from the period's start, so a
+    run resumed mid-period ends the epoch at the same frame). ``state_dict`` is empty on purpose:
+    the agent's checkpoint holds everything needed to continue.
+    """
+
+    def __init__(self, agent: RLAgent) -> None:
+        self.agent = agent
+
+    def __len__(self) -> int:
+        start, end = self.agent.current_period()
+        return math.ceil((end - start) / self.agent.rollout_config.frames_per_batch)
+
+    def __iter__(self):
+        agent = self.agent
+        agent.restore_pending_rng()
+        _, end = agent.current_period()
+        while agent.frames_done < end:
+            yield agent.next_rollout()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        pass
+
+
+def _rng_states() -> dict[str, Any]:
+    """Every global RNG the training path draws from, as tensors and ints (safe for ``weights_only`` loads)."""
+    numpy_state = np.random.get_state()
+    states: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "numpy": {
+            "keys": torch.from_numpy(numpy_state[1].astype(np.int64)),
+            "pos": int(numpy_state[2]),
+            "has_gauss": int(numpy_state[3]),
+            "cached_gaussian": float(numpy_state[4]),
+        },
+        "python": random.getstate(),
+    }
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def _set_rng_states(states: dict[str, Any]) -> None:
+    torch.set_rng_state(states["torch"])
+    numpy_state = states["numpy"]
+    np.random.set_state(
+        (
+            "MT19937",
+            numpy_state["keys"].numpy().astype(np.uint32),
+            numpy_state["pos"],
+            numpy_state["has_gauss"],
+            numpy_state["cached_gaussian"],
+        )
+    )
+    random.setstate(states["python"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def _plain(value: Any) -> Any:
+    """Dataclasses as dicts, tuples as lists: what a ``weights_only`` checkpoint load and a YAML file accept."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {key: _plain(item) for key, item in asdict(value).items()}
+    if isinstance(value, tuple | list):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+class RLAgent(pl.LightningModule):
+    """Base of the on-line agents. Subclasses build their networks in ``__init__`` from :attr:`train_env`'s
+    specs and implement :meth:`learn` (and :meth:`configure_optimizers`); see ``sac.py`` for the pattern.
+    """
+
+    def __init__(self, env: EnvConfig | None = None, rollout: RolloutConfig | None = None) -> None:
+        super().__init__()
+        self.env_config = as_config(EnvConfig, env)
+        self.rollout_config = as_config(RolloutConfig, rollout)
+        self._check_rollout_config()
+        self.save_hyperparameters()
+        for key in list(self.hparams):
+            self.hparams[key] = _plain(self.hparams[key])
+        self._runtime = _Runtime(make_env(self.env_config))
+        self.frames_done = 0
+        self.updates_done = 0
+        self.episodes_done = 0
+        self.last_episode_return: float | None = None
+        self.at_episode_boundary = True
+        self._pending_rng: dict[str, Any] | None = None
+        self._test_kpis: list[dict[str, float]] = []
+
+    # ----- what subclasses provide ---------------------------------------------------------------
+    @property
+    def exploration_policy(self) -> TensorDictModule:
+        """The module the collector runs (sampling actions)."""
+        raise NotImplementedError
+
+    def collector_options(self) -> dict[str, Any]:
+        """Extra ``Collector`` arguments (SAC: the random frames still to collect)."""
+        return {}
+
+    def learn(self, rollout: TensorDictBase) -> dict[str, torch.Tensor | float]:
+        """Learn from one rollout (on the CPU); return the scalars to log."""
+        raise NotImplementedError
+
+    def agent_state(self) -> dict[str, Any]:
+        """State beyond weights and optimizers that resume needs (the replay buffer)."""
+        return {}
+
+    def load_agent_state(self, state: dict[str, Any]) -> None:
+        pass
+
+    # ----- envs and collector ----------------------------------------------------------------------
+    @property
+    def train_env(self) -> EnvBase:
+        return self._runtime.train_env
+
+    @property
+    def eval_env(self) -> EnvBase:
+        if self._runtime.eval_env is None:
+            self._runtime.eval_env = make_env(self.env_config, evaluation=True)
+        return self._runtime.eval_env
+
+    @property
+    def frame_budget(self) -> int:
+        return self.rollout_config.frame_budget
+
+    def _check_rollout_config(self) -> None:
+        config = self.rollout_config
+        if config.frames_per_batch <= 0 or config.frame_budget <= 0 or config.eval_episodes < 0:
+            raise ValueError("frames_per_batch and frame_budget must be positive, eval_episodes not negative")
+        if config.eval_every_frames <= 0 or config.eval_every_frames % config.frames_per_batch:
+            raise ValueError(
+                f"eval_every_frames ({config.eval_every_frames}) must be a positive multiple of "
+                f"frames_per_batch ({config.frames_per_batch}): an evaluation period is a whole number of rollouts"
+            )
+
+    def current_period(self) -> tuple[int, int]:
+        """Frames at the start and end of the evaluation period in progress (end capped at the budget)."""
+        period = self.rollout_config.eval_every_frames
+        batch = self.rollout_config.frames_per_batch
+        budget = math.ceil(self.frame_budget / batch) * batch
+        if self.frames_done >= budget:
+            return self.frames_done, self.frames_done
+        start = (self.frames_done // period) * period
+        return start, min(start + period, budget)
+
+    def train_dataloader(self) -> CollectorStream:
+        self._runtime.collector = self._make_collector()
+        self._runtime.iterator = None
+        return CollectorStream(self)
+
+    def _make_collector(self) -> Collector:
+        return Collector(
+            self.train_env,
+            self.exploration_policy,
+            frames_per_batch=self.rollout_config.frames_per_batch,
+            total_frames=-1,
+            env_device="cpu",
+            policy_device=self.device,
+            storing_device="cpu",
+            **self.collector_options(),
+        )
+
+    def next_rollout(self) -> TensorDictBase:
+        runtime = self._runtime
+        if runtime.iterator is None:
+            runtime.iterator = iter(runtime.collector)
+        return next(runtime.iterator)
+
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        """Rollouts stay on the CPU (they go into host-side buffers); agents move what they train on."""
+        return batch
+
+    # ----- training ----------------------------------------------------------------------------------
+    def on_fit_start(self) -> None:
+        fit_loop = self.trainer.fit_loop
+        if fit_loop.max_epochs != -1:
+            rank_zero_info(f"RL agent: the frame budget ({self.frame_budget:,} frames) ends training, not max_epochs")
+            fit_loop.max_epochs = -1
+
+    def training_step(self, rollout: TensorDictBase, batch_idx: int) -> dict[str, float]:
+        self._count_rollout(rollout)
+        metrics = self.learn(rollout)
+        collector = self._runtime.collector
+        if collector is not None and collector.policy is not self.exploration_policy:
+            collector.update_policy_weights_()
+        logged = {f"train/{key}": float(value) for key, value in metrics.items()}
+        logged["progress/frames_done"] = float(self.frames_done)
+        logged["progress/updates_done"] = float(self.updates_done)
+        self.log_dict(logged, on_step=True, on_epoch=False, batch_size=rollout.numel())
+        return logged
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self.frames_done >= self.frame_budget:
+            self.trainer.should_stop = True
+
+    def _count_rollout(self, rollout: TensorDictBase) -> None:
+        self.frames_done += rollout.numel()
+        done = rollout["next", "done"].reshape(-1)
+        finished = rollout["next", "episode_reward"].reshape(-1)[done]
+        if finished.numel():
+            self.episodes_done += int(finished.numel())
+            self.last_episode_return = float(finished[-1])
+            self.log("train/episode_return", finished.mean(), on_step=True, batch_size=finished.numel())
+        self.at_episode_boundary = bool(done[-1])
+
+    # ----- evaluation ----------------------------------------------------------------------------------
+    def val_dataloader(self) -> list[int]:
+        return list(range(self.rollout_config.eval_episodes))
+
+    def test_dataloader(self) -> list[int]:
+        return list(range(self.rollout_config.eval_episodes))
+
+    def validation_step(self, episode: int, batch_idx: int) -> None:
+        self._evaluate_episode(int(episode), "val")
+
+    def test_step(self, episode: int, batch_idx: int) -> None:
+        kpis = self._evaluate_episode(int(episode), "test")
+        if kpis is not None:
+            self._test_kpis.append(kpis)
+
+    def on_test_epoch_start(self) -> None:
+        self._test_kpis = []
+
+    def on_test_epoch_end(self) -> None:
+        if self._test_kpis:
+            self._write_kpi_row()
+
+    def evaluate_episode(self, episode: int) -> tuple[float, TensorDictBase]:
+        """Return and rollout of evaluation episode ``episode`` under the deterministic policy."""
+        env = self.eval_env
+        episode_seeding(env).resets_done = episode
+        cuda = [self.device.index or 0] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda), torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+            rollout = env.rollout(
+                self.rollout_config.max_eval_steps,
+                self.exploration_policy,
+                auto_cast_to_device=True,
+                break_when_any_done=True,
+            )
+        return float(rollout["next", "reward"].sum()), rollout
+
+    def _evaluate_episode(self, episode: int, stage: str) -> dict[str, float] | None:
+        episode_return, rollout = self.evaluate_episode(episode)
+        self.log(f"{stage}/episode_return", episode_return, on_epoch=True, batch_size=1)
+        self.log(f"{stage}/episode_length", float(rollout.numel()), on_epoch=True, batch_size=1)
+        site = site_env(self.eval_env)
+        if site is None:
+            return None
+        from iquitos_lightning.control.kpis import compute_kpis
+
+        kpis = compute_kpis(site.flows(), site.departures(), site.site_config)
+        self.log_dict({f"{stage}/kpi/{name}": value for name, value in kpis.items()}, on_epoch=True, batch_size=1)
+        return {"episode_return": episode_return, **kpis}
+
+    def _write_kpi_row(self) -> Path:
+        """Mean KPIs of the test episodes as this agent's row, next to its logs (``<logger root>/kpis.json``)."""
+        names = self._test_kpis[0].keys()
+        row: dict[str, Any] = {name: float(np.mean([kpis[name] for kpis in self._test_kpis])) for name in names}
+        identity = {"controller": type(self).__name__, "site": self.env_config.site, "frames_trained": self.frames_done}
+        row = {**identity, **row}
+        logger = self.trainer.logger
+        root = getattr(logger, "root_dir", None) if logger else None
+        path = Path(root or self.trainer.default_root_dir) / "kpis.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(row, indent=2) + "\n")
+        rank_zero_info(f"KPIs of {row['controller']} written to {path}")
+        return path
+
+    # ----- checkpoints ---------------------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        resets = episode_seeding(self.train_env).resets_done
+        checkpoint["rl_state"] = {
+            "frames_done": self.frames_done,
+            "updates_done": self.updates_done,
+            "episodes_done": self.episodes_done,
+            "last_episode_return": self.last_episode_return,
+            "at_episode_boundary": self.at_episode_boundary,
+            # At a boundary the collector has already reset into an episode with no frames yet: the
+            # resumed run repeats that reset (same seed). Mid-episode it starts the next episode.
+            "env_resets_on_resume": max(resets - 1, 0) if self.at_episode_boundary else resets,
+            "rng": _rng_states(),
+            "agent": self.agent_state(),
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        state = checkpoint.get("rl_state")
+        if state is None:
+            return
+        self.frames_done = int(state["frames_done"])
+        self.updates_done = int(state["updates_done"])
+        self.episodes_done = int(state["episodes_done"])
+        self.last_episode_return = state["last_episode_return"]
+        self.at_episode_boundary = bool(state["at_episode_boundary"])
+        episode_seeding(self.train_env).resets_done = int(state["env_resets_on_resume"])
+        self._pending_rng = state["rng"]
+        self.load_agent_state(state["agent"])
+
+    def restore_pending_rng(self) -> None:
+        """Put back the checkpoint's RNG states right before the first rollout (after the collector is built)."""
+        if self._pending_rng is not None:
+            _set_rng_states(self._pending_rng)
+            self._pending_rng = None

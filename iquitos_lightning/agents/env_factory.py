@@ -1,0 +1,82 @@
+"""Build the environment an agent trains on, from config: the Iquitos site or any Gymnasium id.
+
+Why a factory of our own: agents need the same TorchRL env shape whatever the task
+(``DoubleToFloat`` observations, a ``step_count``, a running ``episode_reward`` for returns) and
+every reset seeded from an episode counter (:class:`EpisodeSeeding`). Seeding each episode by its
+index is what makes resume exact: a checkpoint stores one integer and the resumed run replays the
+same initial states, for Pendulum as for CityLearn, without pickling any simulator.
+The Iquitos env is imported lazily so Gymnasium-only runs never import CityLearn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+from torchrl.envs import DoubleToFloat, EnvBase, GymWrapper, RewardSum, StepCounter, TransformedEnv
+
+IQUITOS = "iquitos"
+
+
+@dataclass
+class EnvConfig:
+    """Which environment to build.
+
+    ``name`` is ``"iquitos"`` (the site described by ``site``) or any Gymnasium id such as
+    ``"Pendulum-v1"``.
+    """
+
+    name: str = IQUITOS
+    site: str = "configs/site/iquitos-2026.yaml"  # site profile YAML, used when name == "iquitos"
+    data_root: str = "data"  # where the site's CityLearn dataset is built and cached
+    seed: int = 0  # training episode k is reset with seed + k
+    eval_seed: int = 10_000  # evaluation episode k is reset with eval_seed + k (same episodes every time)
+    max_episode_steps: int | None = None  # Gymnasium ids only: episode length (None: the id's own limit)
+
+
+class EpisodeSeeding(gym.Wrapper):
+    """Resets episode ``k`` with seed ``base_seed + k``: the episode counter is the env's whole RNG state."""
+
+    def __init__(self, env: gym.Env, base_seed: int) -> None:
+        super().__init__(env)
+        self.base_seed = base_seed
+        self.resets_done = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        episode_seed = self.base_seed + self.resets_done if seed is None else seed
+        self.resets_done += 1
+        return self.env.reset(seed=episode_seed, options=options)
+
+
+def _make_gym_env(config: EnvConfig) -> gym.Env:
+    if config.name == IQUITOS:
+        from iquitos_lightning.envs.citylearn import make_iquitos_env
+
+        return make_iquitos_env(config.site, data_root=Path(config.data_root))
+    kwargs = {} if config.max_episode_steps is None else {"max_episode_steps": config.max_episode_steps}
+    return gym.make(config.name, **kwargs)
+
+
+def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
+    """The TorchRL env of ``config`` on the CPU; ``evaluation`` picks the evaluation seed stream."""
+    seeding = EpisodeSeeding(_make_gym_env(config), config.eval_seed if evaluation else config.seed)
+    env = TransformedEnv(GymWrapper(seeding, device="cpu"), DoubleToFloat())
+    env.append_transform(StepCounter())
+    env.append_transform(RewardSum())
+    return env
+
+
+def episode_seeding(env: EnvBase) -> EpisodeSeeding:
+    """The :class:`EpisodeSeeding` wrapper inside an env made by :func:`make_env`."""
+    seeding = env.base_env._env
+    if not isinstance(seeding, EpisodeSeeding):
+        raise TypeError("env was not built by make_env(): no EpisodeSeeding wrapper inside")
+    return seeding
+
+
+def site_env(env: EnvBase) -> Any | None:
+    """The :class:`~iquitos_lightning.envs.citylearn.IquitosEnv` inside ``env``, or None for other tasks."""
+    inner = episode_seeding(env).unwrapped
+    return inner if hasattr(inner, "flows") and hasattr(inner, "departures") else None

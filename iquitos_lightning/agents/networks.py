@@ -1,0 +1,64 @@
+"""Actor and critic builders from TorchRL pieces (``MLP``, ``ProbabilisticActor``, ``TanhNormal``, ``ValueOperator``).
+
+Why here: SAC, PPO and A2C share the same squashed-Gaussian actor and MLP critics; only what the
+critic reads differs (observation for a state value, observation and action for a Q value).
+Layers are lazy (``MLP`` infers its input size), so one call to :func:`initialise_lazy` with a fake
+tensordict of the env materialises them before optimizers or checkpoints see the parameters.
+"""
+
+from __future__ import annotations
+
+import torch
+from tensordict.nn import NormalParamExtractor, TensorDictModule
+from torch import nn
+from torchrl.envs import EnvBase
+from torchrl.modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "silu": nn.SiLU}
+
+
+def activation_class(name: str) -> type[nn.Module]:
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {name!r}; choose one of {sorted(ACTIVATIONS)}")
+    return ACTIVATIONS[name]
+
+
+def make_actor(env: EnvBase, hidden_sizes: tuple[int, ...], activation: str = "relu") -> ProbabilisticActor:
+    """A TanhNormal policy bounded by the env's action spec; ``action_log_prob`` is written for PPO/A2C."""
+    action_dim = env.action_spec.shape[-1]
+    body = MLP(out_features=2 * action_dim, num_cells=list(hidden_sizes), activation_class=activation_class(activation))
+    # biased_softplus keeps the initial scale near 1 and never exactly zero.
+    network = nn.Sequential(body, NormalParamExtractor(scale_mapping="biased_softplus_1.0"))
+    spec = env.action_spec
+    return ProbabilisticActor(
+        TensorDictModule(network, in_keys=["observation"], out_keys=["loc", "scale"]),
+        in_keys=["loc", "scale"],
+        spec=spec,
+        distribution_class=TanhNormal,
+        distribution_kwargs={"low": spec.space.low, "high": spec.space.high},
+        return_log_prob=True,
+    )
+
+
+def make_q_value(env: EnvBase, hidden_sizes: tuple[int, ...], activation: str = "relu") -> ValueOperator:
+    """Q(observation, action) -> ``state_action_value``."""
+    network = MLP(out_features=1, num_cells=list(hidden_sizes), activation_class=activation_class(activation))
+    return ValueOperator(network, in_keys=["observation", "action"], out_keys=["state_action_value"])
+
+
+def make_state_value(env: EnvBase, hidden_sizes: tuple[int, ...], activation: str = "tanh") -> ValueOperator:
+    """V(observation) -> ``state_value``."""
+    network = MLP(out_features=1, num_cells=list(hidden_sizes), activation_class=activation_class(activation))
+    return ValueOperator(network, in_keys=["observation"], out_keys=["state_value"])
+
+
+@torch.no_grad()
+def initialise_lazy(env: EnvBase, *modules: TensorDictModule) -> None:
+    """Run each module once on a fake step so lazy layers get their shapes."""
+    fake = env.fake_tensordict()
+    for module in modules:
+        module(fake.clone())
+
+
+def parameter_count(*modules: nn.Module) -> int:
+    return sum(p.numel() for module in modules for p in module.parameters())
