@@ -248,6 +248,7 @@ class RLAgent(pl.LightningModule):
             env_device="cpu",
             policy_device=self.device,
             storing_device="cpu",
+            auto_register_policy_transforms=False,  # MLP policies need no InitTracker
             **self.collector_options(),
         )
 

@@ -47,9 +47,13 @@ def transition_for_buffer(transitions: TensorDictBase) -> TensorDictBase:
 
 
 def bytes_per_transition(example: TensorDictBase) -> int:
-    """Bytes one stored transition takes, from a single (unbatched) example transition."""
+    """Bytes one stored transition takes, from a single (unbatched) example transition.
+
+    ``TensorDictReplayBuffer`` also stores each item's int64 ``index``: counted when the example lacks it.
+    """
     leaves = transition_for_buffer(example).values(include_nested=True, leaves_only=True)
-    return int(sum(leaf.numel() * leaf.element_size() for leaf in leaves))
+    index_bytes = 0 if "index" in example.keys() else torch.empty((), dtype=torch.int64).element_size()
+    return int(sum(leaf.numel() * leaf.element_size() for leaf in leaves)) + index_bytes
 
 
 @dataclass(frozen=True)

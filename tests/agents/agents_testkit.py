@@ -1,0 +1,75 @@
+"""Small real runs shared by the agent tests: Pendulum with short episodes, tiny networks, CPU Trainers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+
+from iquitos_lightning.agents import SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
+from iquitos_lightning.agents.checkpointing import FrameCheckpoint
+
+
+def small_sac(frame_budget: int, *, episode_steps: int = 50, frames_per_batch: int = 50, **overrides: Any) -> SAC:
+    """SAC on Pendulum with ``episode_steps``-long episodes, sized to run in seconds."""
+    settings: dict[str, Any] = {
+        "env": EnvConfig(name="Pendulum-v1", seed=3, max_episode_steps=episode_steps),
+        "rollout": RolloutConfig(
+            frame_budget=frame_budget,
+            frames_per_batch=frames_per_batch,
+            eval_every_frames=frames_per_batch * 2,
+            eval_episodes=1,
+        ),
+        "buffer": ReplayBufferConfig(capacity=10_000),
+        "hidden_sizes": (32, 32),
+        "batch_size": 32,
+        "init_random_frames": frames_per_batch,
+    }
+    settings.update(overrides)
+    return SAC(**settings)
+
+
+class BatchRecorder(pl.Callback):
+    """Keeps what each training step returned, keyed by the frames done after it."""
+
+    def __init__(self) -> None:
+        self.outputs: dict[int, dict[str, float]] = {}
+        self.first_batch = None
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self.first_batch is None:
+            self.first_batch = batch
+        self.outputs[pl_module.frames_done] = dict(outputs)
+
+
+class StopAtFrames(pl.Callback):
+    """Interrupts a run once it has collected ``frames`` frames (as a crash or Ctrl-C would)."""
+
+    def __init__(self, frames: int) -> None:
+        self.frames = frames
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if pl_module.frames_done >= self.frames:
+            trainer.should_stop = True
+
+
+def cpu_trainer(root: Path | None = None, callbacks: list[pl.Callback] | None = None, **kwargs: Any) -> pl.Trainer:
+    settings: dict[str, Any] = {
+        "accelerator": "cpu",
+        "devices": 1,
+        "max_epochs": -1,
+        "num_sanity_val_steps": 0,
+        "logger": False,
+        "enable_progress_bar": False,
+        "enable_model_summary": False,
+        "enable_checkpointing": root is not None,
+        "callbacks": callbacks or [],
+        "default_root_dir": str(root) if root else None,
+    }
+    settings.update(kwargs)
+    return pl.Trainer(**settings)
+
+
+def frame_checkpoint(root: Path, every_n_frames: int) -> FrameCheckpoint:
+    return FrameCheckpoint(every_n_frames=every_n_frames, dirpath=str(root / "checkpoints"), save_top_k=-1)
