@@ -1,0 +1,85 @@
+"""The LightningCLI entry: help, refusals of bad config, the smoke run on the tiny site, test-time KPI row."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from iquitos_lightning.cli import run_lightning_cli
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = str(REPO / "configs" / "smoke.yaml")
+
+
+def _into(tmp_path: Path) -> list[str]:
+    """Overrides that keep a run's logs and checkpoints in ``tmp_path``."""
+    return [
+        "--trainer.logger.init_args.save_dir",
+        str(tmp_path),
+        "--checkpoint.dirpath",
+        str(tmp_path / "smoke" / "checkpoints"),
+    ]
+
+
+def test_help_works_through_the_module_entry_point():
+    result = subprocess.run(
+        [sys.executable, "-m", "iquitos_lightning", "fit", "--help"], cwd=REPO, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--model" in result.stdout and "--checkpoint.every_n_frames" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        (["--model.init_args.no_such_setting", "1"], "no_such_setting"),
+        (["--model.init_args.batch_size", "big"], "batch_size"),
+    ],
+)
+def test_unknown_keys_and_wrong_types_are_refused_with_jsonargparse_message(override, named, capsys):
+    code = run_lightning_cli(["fit", "--config", SMOKE, *override])
+    assert code == 2
+    assert named in capsys.readouterr().err
+
+
+def test_model_is_chosen_by_name_and_every_value_is_overridable(capsys):
+    code = run_lightning_cli(
+        ["fit", "--model", "PPO", "--model.env.name", "Pendulum-v1", "--model.epochs", "3", "--print_config"]
+    )
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "class_path: iquitos_lightning.agents.PPO" in printed
+    assert "epochs: 3" in printed and "name: Pendulum-v1" in printed
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")
+def test_gpu_accelerator_is_refused_on_a_cpu_machine(capsys):
+    code = run_lightning_cli(["fit", "--config", SMOKE, "--trainer.accelerator", "gpu"])
+    assert code == 2
+    assert "no CUDA device" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")
+def test_smoke_fit_on_the_tiny_site_then_test_writes_the_kpi_row(tmp_path, recwarn):
+    code = run_lightning_cli(["fit", "--config", SMOKE, *_into(tmp_path), "--trainer.precision", "16-mixed"])
+    assert code == 0
+    fallbacks = [w for w in recwarn if "falls back to '32-true'" in str(w.message)]
+    assert len(fallbacks) == 1  # said once
+    checkpoints = tmp_path / "smoke" / "checkpoints"
+    assert (checkpoints / "last.ckpt").exists()
+    metrics = (tmp_path / "smoke" / "version_0" / "metrics.csv").read_text()
+    assert "val/episode_return" in metrics and "val/kpi/grid_import_kwh" in metrics
+
+    code = run_lightning_cli(
+        ["test", "--config", SMOKE, *_into(tmp_path), "--ckpt_path", str(checkpoints / "last.ckpt")]
+    )
+    assert code == 0
+    row = json.loads((tmp_path / "smoke" / "kpis.json").read_text())
+    assert row["controller"] == "SAC" and row["frames_trained"] == 336
+    assert row["ev_departures"] > 0 and row["grid_import_kwh"] > 0
+    assert abs(row["energy_balance_max_error_kw"]) < 1e-3
