@@ -8,7 +8,13 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
 - a ``checkpoint`` group (:class:`~iquitos_lightning.agents.checkpointing.FrameCheckpoint`: every N
   env frames plus ``last``; its folder defaults to ``<logger save_dir>/<name>/checkpoints`` so
   ``fit --ckpt_path last`` finds it from one run version to the next);
-- GPU-only settings adapted to a CPU machine once (:mod:`iquitos_lightning.agents.devices`).
+- GPU-only settings adapted to a CPU machine once (:mod:`iquitos_lightning.agents.devices`);
+- the observing callbacks, each a configurable group (``--step_rate.*``, ``--vram.*``, ``--oom.*``,
+  ``--report.*``) and the frames-counting rich progress bar whenever the progress bar is on;
+- tracking (:mod:`iquitos_lightning.tracking`): beside the CSV log, a W&B run in offline mode by
+  default (``WANDB_MODE=online`` opts in, ``disabled`` or ``--tracking.wandb false`` opts out) that
+  receives the full resolved config;
+- a CUDA out-of-memory error ends the process with status 3 after the emergency checkpoint.
 """
 
 from __future__ import annotations
@@ -17,12 +23,16 @@ import sys
 from typing import Any
 
 import torch
-from lightning.pytorch.cli import LightningCLI
+from jsonargparse import Namespace
+from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_warn
 
 from iquitos_lightning.agents import RLAgent
 from iquitos_lightning.agents.checkpointing import FrameCheckpoint
 from iquitos_lightning.agents.devices import AcceleratorUnavailable, adapt_to_machine
+from iquitos_lightning.callbacks import OutOfMemoryHandler, StepRate, VRAMMonitor, exit_on_out_of_memory
+from iquitos_lightning.callbacks.report import RunReport
+from iquitos_lightning.tracking import TrackingConfig, resolve_wandb_mode, wandb_loggers
 
 DEFAULT_LOGGER = {
     "class_path": "lightning.pytorch.loggers.CSVLogger",
@@ -33,6 +43,11 @@ DEFAULT_LOGGER = {
 class IquitosLightningCLI(LightningCLI):
     def add_arguments_to_parser(self, parser: Any) -> None:
         parser.add_lightning_class_args(FrameCheckpoint, "checkpoint")
+        parser.add_lightning_class_args(StepRate, "step_rate")
+        parser.add_lightning_class_args(VRAMMonitor, "vram")
+        parser.add_lightning_class_args(OutOfMemoryHandler, "oom")
+        parser.add_lightning_class_args(RunReport, "report")
+        parser.add_class_arguments(TrackingConfig, "tracking")
         parser.set_defaults(
             {
                 "trainer.max_epochs": -1,
@@ -41,6 +56,21 @@ class IquitosLightningCLI(LightningCLI):
                 "trainer.logger": DEFAULT_LOGGER,
             }
         )
+
+    def _parse_ckpt_path(self) -> None:
+        """With ``--ckpt_path``, the user's config and overrides define the run; the checkpoint's hparams only fill in.
+
+        Plain LightningCLI overwrites the model config with the checkpoint's hyperparameters, which
+        silently drops command-line overrides on resume (``fit --ckpt_path last --model.rollout.frame_budget
+        2000000`` would train nothing more). When the config names a model, it is used as given; a
+        checkpoint that does not fit it is refused when its weights load. Without a model in the config
+        (e.g. ``test --ckpt_path run.ckpt``), the checkpoint's hyperparameters are used as Lightning does.
+        """
+        subcommand = self.config.get("subcommand")
+        model = self.config[subcommand].get("model") if subcommand else None
+        if model is not None and getattr(model, "class_path", None):
+            return
+        super()._parse_ckpt_path()
 
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
@@ -54,6 +84,50 @@ class IquitosLightningCLI(LightningCLI):
             root = _logger_root(trainer.logger)
             if root is not None:
                 config.checkpoint.dirpath = f"{root}/checkpoints"
+        if trainer.enable_progress_bar is not False and not _has_progress_bar(trainer.callbacks):
+            trainer.callbacks = [*(trainer.callbacks or []), Namespace(class_path=PROGRESS_BAR, init_args=Namespace())]
+        if config.tracking.wandb and resolve_wandb_mode() != "disabled":
+            trainer.logger = _with_wandb_logger(trainer.logger, config.tracking.project)
+
+
+class ConfigToWandb(SaveConfigCallback):
+    """Writes ``config.yaml`` beside the logs (Lightning's behaviour) and gives W&B the full resolved config."""
+
+    def save_config(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        loggers = wandb_loggers(trainer.loggers)
+        if loggers:
+            resolved = self.parser.dump(self.config, skip_none=False, format="yaml")
+            import yaml
+
+            for logger in loggers:
+                logger.experiment.config.update({"cli": yaml.safe_load(resolved)}, allow_val_change=True)
+
+
+PROGRESS_BAR = "iquitos_lightning.callbacks.RLProgressBar"
+
+
+def _has_progress_bar(callbacks: Any) -> bool:
+    entries = callbacks if isinstance(callbacks, list) else [] if callbacks is None else [callbacks]
+    return any("ProgressBar" in str(getattr(entry, "class_path", type(entry).__name__)) for entry in entries)
+
+
+def _with_wandb_logger(logger: Any, project: str) -> Any:
+    """The configured logger(s) plus an offline-first W&B logger writing under the same ``runs/<name>`` folder.
+
+    Nothing is added when logging is off (``logger: false``) or a W&B logger is already configured.
+    """
+    if logger is False or logger is None:
+        return logger
+    loggers = list(logger) if isinstance(logger, list) else [logger]
+    if any("Wandb" in str(getattr(entry, "class_path", "")) for entry in loggers):
+        return logger
+    root = _logger_root(loggers) or "runs/agent"
+    name = root.rstrip("/").split("/")[-1]
+    wandb = Namespace(
+        class_path="iquitos_lightning.tracking.OfflineFirstWandbLogger",
+        init_args=Namespace(name=name, save_dir=root, project=project),
+    )
+    return [*loggers, wandb]
 
 
 def _logger_root(logger: Any) -> str | None:
@@ -73,14 +147,16 @@ def run_lightning_cli(args: list[str]) -> int:
     saved_argv = sys.argv
     sys.argv = saved_argv[:1]  # LightningCLI reads `args`; a second copy in sys.argv only makes it warn
     try:
-        IquitosLightningCLI(
-            RLAgent,
-            subclass_mode_model=True,
-            args=args,
-            seed_everything_default=0,
-            save_config_kwargs={"overwrite": True},
-            parser_kwargs={"prog": "python -m iquitos_lightning"},
-        )
+        with exit_on_out_of_memory():
+            IquitosLightningCLI(
+                RLAgent,
+                subclass_mode_model=True,
+                args=args,
+                seed_everything_default=0,
+                save_config_callback=ConfigToWandb,
+                save_config_kwargs={"overwrite": True},
+                parser_kwargs={"prog": "python -m iquitos_lightning"},
+            )
     except AcceleratorUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -88,4 +164,12 @@ def run_lightning_cli(args: list[str]) -> int:
         return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     finally:
         sys.argv = saved_argv
+        _finish_wandb_run()
     return 0
+
+
+def _finish_wandb_run() -> None:
+    """Close the W&B run of this command so its records are complete on disk (a later command starts a new run)."""
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and getattr(wandb, "run", None) is not None:
+        wandb.finish()

@@ -50,6 +50,20 @@ class FrameCheckpoint(ModelCheckpoint):
         self._save_topk_checkpoint(trainer, candidates)
         self._save_last_checkpoint(trainer, candidates)
 
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Re-save the checkpoint of these frames after the evaluation that follows it.
+
+        An evaluation period ends on the same batch as a checkpoint period more often than not; the
+        checkpoint was written before the evaluation ran, so without this the latest checkpoint would
+        never hold the latest evaluation (its KPIs, the report's curve). Same frames, same file name.
+        """
+        frames = int(getattr(pl_module, "frames_done", -1))
+        if trainer.sanity_checking or trainer.fast_dev_run or frames != self._frames_at_last_save or frames <= 0:
+            return
+        candidates = self._monitor_candidates(trainer)
+        self._save_topk_checkpoint(trainer, candidates)
+        self._save_last_checkpoint(trainer, candidates)
+
     def _monitor_candidates(self, trainer: pl.Trainer) -> dict[str, torch.Tensor]:
         candidates = super()._monitor_candidates(trainer)
         candidates["frames"] = torch.tensor(int(getattr(trainer.lightning_module, "frames_done", 0)))

@@ -79,6 +79,8 @@ class IquitosEnv(gym.Env):
         size = len(self.observation_names)
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
         self.time_step = 0
+        self._flows = np.zeros((0, len(FLOW_COLUMNS)))  # no step simulated before the first reset
+        self._departures: list[tuple] = []
 
     # ----- static tables -------------------------------------------------------------------
     def _precompute(self) -> None:
@@ -145,7 +147,7 @@ class IquitosEnv(gym.Env):
         self.citylearn.reset()
         self.time_step = 0
         self._flows = np.zeros((self.hours, len(FLOW_COLUMNS)))
-        self._departures: list[tuple] = []
+        self._departures = []
         self._socket_soc = np.zeros(self.sockets)
         self._read_socket_soc()
         return self._observation(), {}

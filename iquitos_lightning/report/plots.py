@@ -101,7 +101,7 @@ def plot_dispatch_week(
     figure.suptitle(f"{title} dispatch, {period}".strip(), y=0.995, fontsize=13)
     figure.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.975), ncol=6, frameon=False)
     figure.tight_layout(rect=(0, 0, 1, 0.955))
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def plot_monthly_energy(
@@ -165,10 +165,10 @@ def plot_monthly_energy(
     site_axis.set_xticks(positions, labels)
     figure.suptitle(f"{title} monthly energy, {year}".strip(), fontsize=13)
     figure.tight_layout()
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
-def _save(figure: plt.Figure, path: Path) -> Path:
+def save_figure(figure: plt.Figure, path: Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)

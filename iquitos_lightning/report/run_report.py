@@ -1,0 +1,143 @@
+"""The files of one run's report: KPI row, learning curve, dispatch week and a Markdown summary.
+
+Why apart from the callback (:mod:`iquitos_lightning.callbacks.report`): writing is plain data in,
+files out, so the ``compare`` command and tests can call it without a Trainer. The KPI row uses
+the reference table's format (:mod:`iquitos_lightning.report.tables`), so an agent's row reads
+like the baselines' rows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from iquitos_lightning.control.kpis import KPI_UNITS  # noqa: E402
+from iquitos_lightning.report.plots import plot_dispatch_week, save_figure  # noqa: E402
+from iquitos_lightning.report.tables import kpi_table, to_markdown  # noqa: E402
+
+CO2_KPI = "co2_kg"
+
+
+def plot_learning_curve(
+    train_returns: Sequence[tuple[int, float]],
+    evaluations: Sequence[Mapping[str, float]],
+    path: Path,
+    *,
+    title: str = "",
+) -> Path:
+    """Episode return over env frames (training episodes and evaluations); below it, each evaluation's CO2."""
+    with_co2 = any(CO2_KPI in evaluation for evaluation in evaluations)
+    figure, axes = plt.subplots(
+        2 if with_co2 else 1, 1, figsize=(10, 7 if with_co2 else 4.2), sharex=True, squeeze=False
+    )
+    return_axis = axes[0, 0]
+    if train_returns:
+        frames, returns = zip(*train_returns, strict=True)
+        return_axis.plot(frames, returns, color="#1f77b4", lw=1.0, alpha=0.7, marker=".", label="training episodes")
+    scored = [evaluation for evaluation in evaluations if "episode_return" in evaluation]
+    if scored:
+        return_axis.plot(
+            [evaluation["frames"] for evaluation in scored],
+            [evaluation["episode_return"] for evaluation in scored],
+            color="#d62728",
+            lw=1.6,
+            marker="o",
+            label="evaluation (deterministic)",
+        )
+    return_axis.set_ylabel("episode return")
+    return_axis.grid(alpha=0.3)
+    if train_returns or scored:
+        return_axis.legend(frameon=False)
+    else:
+        return_axis.text(0.5, 0.5, "no finished episode yet", ha="center", va="center", transform=return_axis.transAxes)
+    if with_co2:
+        co2_axis = axes[1, 0]
+        points = [
+            (evaluation["frames"], evaluation[CO2_KPI] / 1000) for evaluation in evaluations if CO2_KPI in evaluation
+        ]
+        co2_axis.plot(*zip(*points, strict=True), color="#2ca02c", lw=1.6, marker="o")
+        co2_axis.set_ylabel("CO2 of the evaluation episode [t]")
+        co2_axis.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("environment frames")
+    figure.suptitle(f"{title} learning curve".strip(), fontsize=13)
+    figure.tight_layout()
+    return save_figure(figure, path)
+
+
+def write_run_report(
+    folder: Path,
+    *,
+    stage: str,
+    controller: str,
+    counters: Mapping[str, Any],
+    elapsed_s: float,
+    frames_this_run: int,
+    metrics: Mapping[str, float],
+    train_returns: Sequence[tuple[int, float]],
+    evaluations: Sequence[Mapping[str, float]],
+    site_flows: tuple[pd.DataFrame, int] | None,
+) -> list[Path]:
+    """Write the report of one ``fit`` or ``test`` into ``folder``; return the files written."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    kpis = {name: value for name, value in metrics.items() if name in KPI_UNITS}
+    if kpis:
+        table = kpi_table({controller: kpis})
+        (folder / "kpis.md").write_text(to_markdown(table))
+        written.append(folder / "kpis.md")
+    row = {"controller": controller, "stage": stage, **counters, **metrics}
+    (folder / "kpis.json").write_text(json.dumps(row, indent=2) + "\n")
+    written.append(folder / "kpis.json")
+    written.append(plot_learning_curve(train_returns, evaluations, folder / "learning_curve.png", title=controller))
+    if site_flows is not None:
+        flows, year = site_flows
+        written.append(
+            plot_dispatch_week({controller: flows}, folder / "dispatch_week.png", year=year, title=controller)
+        )
+    summary = _summary_markdown(stage, controller, counters, elapsed_s, frames_this_run, metrics, written)
+    (folder / "summary.md").write_text(summary)
+    written.append(folder / "summary.md")
+    return written
+
+
+def _summary_markdown(
+    stage: str,
+    controller: str,
+    counters: Mapping[str, Any],
+    elapsed_s: float,
+    frames_this_run: int,
+    metrics: Mapping[str, float],
+    written: Sequence[Path],
+) -> str:
+    frames = counters.get("frames_done")
+    budget = counters.get("frame_budget")
+    lines = [f"# {controller}: {stage} report", ""]
+    if frames is not None:
+        lines.append(f"- environment frames trained: {frames:,}" + (f" of a budget of {budget:,}" if budget else ""))
+    for name, label in (("updates_done", "gradient updates"), ("episodes_done", "training episodes finished")):
+        if counters.get(name) is not None:
+            lines.append(f"- {label}: {counters[name]:,}")
+    if stage == "fit" and elapsed_s > 0:
+        rate = f", {frames_this_run / elapsed_s:,.1f} frames/s" if frames_this_run > 0 else ""
+        lines.append(f"- wall time of this fit: {elapsed_s:,.1f} s{rate}")
+    if counters.get("last_episode_return") is not None:
+        lines.append(f"- last training episode return: {counters['last_episode_return']:.4g}")
+    if "episode_return" in metrics:
+        lines.append(f"- evaluation episode return (deterministic policy): {metrics['episode_return']:.4g}")
+    lines.append("")
+    if (Path(written[0]).name if written else "") == "kpis.md":
+        lines += ["## KPIs of the evaluation episode", "", Path(written[0]).read_text(), ""]
+    images = [path for path in written if path.suffix == ".png"]
+    for image in images:
+        lines += [f"![{image.stem}]({image.name})", ""]
+    return "\n".join(lines)
