@@ -33,6 +33,25 @@ def _project_parser() -> argparse.ArgumentParser:
     baselines = commands.add_parser("baselines", help="run the reference controllers and the LP optimum")
     baselines.add_argument("--site", type=Path, default=DEFAULT_SITE, help="site profile YAML (default: %(default)s)")
     baselines.add_argument("--results", type=Path, default=Path("results"), help="results root (default: %(default)s)")
+
+    compare = commands.add_parser(
+        "compare", help="train agents over seeds, evaluate on the full year, tabulate against the references"
+    )
+    compare.add_argument("--site", type=Path, default=DEFAULT_SITE, help="site profile YAML (default: %(default)s)")
+    compare.add_argument("--agents", default="sac,ppo,a2c", help="comma-separated agents (default: %(default)s)")
+    compare.add_argument("--seeds", type=int, default=3, help="seeds per agent: 0..N-1 (default: %(default)s)")
+    compare.add_argument("--frames", type=int, required=True, help="training frames per run (rounded up to rollouts)")
+    compare.add_argument("--profile", default="cpu", help="training profile: configs/<agent>_<profile>.yaml")
+    compare.add_argument("--jobs", type=int, default=1, help="runs trained at once (default: %(default)s)")
+    compare.add_argument("--results", type=Path, default=Path("results"), help="results root (default: %(default)s)")
+    compare.add_argument("--runs", type=Path, default=Path("runs/compare"), help="runs root (default: %(default)s)")
+    compare.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="[AGENT:]KEY=VALUE",
+        help="extra fit override, for every run or one agent's, e.g. ppo:model.init_args.epochs=4 (repeatable)",
+    )
     return parser
 
 
@@ -67,6 +86,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         result = build_site(site_config, namespace.out, force=namespace.force)
         print_calibration(result)
+        return 0
+    if namespace.command == "compare":
+        from iquitos_lightning.experiments.compare import CompareError, run_compare
+
+        try:
+            run_compare(
+                namespace.site,
+                [agent.strip() for agent in namespace.agents.split(",") if agent.strip()],
+                namespace.seeds,
+                namespace.frames,
+                namespace.profile,
+                namespace.results,
+                namespace.runs,
+                namespace.jobs,
+                namespace.override,
+                args,
+            )
+        except CompareError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
         return 0
     if namespace.command == "baselines":
         from iquitos_lightning.control.baselines import run_baselines
