@@ -15,6 +15,7 @@ from pathlib import Path
 
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 DEFAULT_SITE = Path("configs/site/iquitos-2026.yaml")
+SMOKE_CONFIG = Path("configs/smoke.yaml")
 
 
 def _project_parser() -> argparse.ArgumentParser:
@@ -56,10 +57,40 @@ def _project_parser() -> argparse.ArgumentParser:
 
 
 def run_default_job() -> int:
-    """The main job on embedded defaults: build the default site and print the reference table."""
-    from iquitos_lightning.control.baselines import run_baselines
+    """The main job on embedded defaults, about a minute on a laptop CPU.
 
-    run_baselines(DEFAULT_SITE, Path("results"))
+    Builds the default site (cached) and prints its calibration and the committed reference table,
+    then trains SAC briefly on the tiny site profile (``configs/smoke.yaml``) and tests it: a
+    newcomer sees every stage of the product run, ending with the run's report folder. Full-site
+    training is ``fit --config configs/sac_cpu.yaml`` (or ``sac_rtx4060.yaml`` on the laptop GPU).
+    """
+    from rich.console import Console
+
+    from iquitos_lightning.cli import run_lightning_cli
+    from iquitos_lightning.site.build import build_site, print_calibration
+    from iquitos_lightning.site.config import load_site_config
+
+    console = Console()
+    site_config = load_site_config(DEFAULT_SITE)
+    print_calibration(build_site(site_config), console)
+    references = Path("results") / site_config.name / "baselines.md"
+    if references.exists():
+        console.print(f"[bold]Reference controllers[/] ({references}):")
+        console.print(references.read_text(), markup=False, soft_wrap=True)
+    else:
+        console.print(f"No reference table yet: `python -m iquitos_lightning baselines --site {DEFAULT_SITE}`")
+
+    console.print(f"[bold]Training SAC on the tiny site[/] ({SMOKE_CONFIG}) ...")
+    if code := run_lightning_cli(["fit", "--config", str(SMOKE_CONFIG)]):
+        return code
+    checkpoint = "runs/smoke/checkpoints/last.ckpt"
+    if code := run_lightning_cli(["test", "--config", str(SMOKE_CONFIG), "--ckpt_path", checkpoint]):
+        return code
+    console.print(
+        "[bold green]Done.[/] The run's report: runs/smoke/report/ (summary.md, KPIs, learning curve, dispatch week); "
+        "its W&B run (offline): runs/smoke/wandb/. Next: `python -m iquitos_lightning fit --config "
+        "configs/sac_cpu.yaml` trains on the full Iquitos site."
+    )
     return 0
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from lightning.pytorch.loggers import WandbLogger
 
 WANDB_MODES = ("offline", "online", "disabled")
+WANDB_ALIASES = {"dryrun": "offline", "run": "online"}
 DEFAULT_PROJECT = "iquitos_lightning"
 
 
@@ -30,6 +31,8 @@ class TrackingConfig:
 def resolve_wandb_mode() -> str:
     """The W&B mode in force: ``WANDB_MODE`` if set to a known mode, else ``offline``."""
     mode = os.environ.get("WANDB_MODE", "offline").strip().lower() or "offline"
+    # wandb's own aliases: it sets WANDB_MODE=dryrun itself once an offline run has started.
+    mode = WANDB_ALIASES.get(mode, mode)
     if mode not in WANDB_MODES:
         raise ValueError(f"WANDB_MODE={mode!r} is not one of {WANDB_MODES}")
     os.environ["WANDB_MODE"] = mode

@@ -37,6 +37,8 @@ def _assert_png(path: Path) -> None:
 def test_wandb_mode_defaults_to_offline_and_refuses_unknown_modes(monkeypatch):
     monkeypatch.delenv("WANDB_MODE", raising=False)
     assert resolve_wandb_mode() == "offline"
+    monkeypatch.setenv("WANDB_MODE", "dryrun")  # what wandb itself sets once an offline run has started
+    assert resolve_wandb_mode() == "offline"
     monkeypatch.setenv("WANDB_MODE", "sometimes")
     with pytest.raises(ValueError, match="sometimes"):
         resolve_wandb_mode()
