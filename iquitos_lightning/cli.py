@@ -30,8 +30,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from iquitos_lightning.agents import RLAgent
 from iquitos_lightning.agents.checkpointing import FrameCheckpoint
 from iquitos_lightning.agents.devices import AcceleratorUnavailable, adapt_to_machine
-from iquitos_lightning.callbacks import OutOfMemoryHandler, StepRate, VRAMMonitor, exit_on_out_of_memory
-from iquitos_lightning.callbacks.report import RunReport
+from iquitos_lightning.callbacks import OutOfMemoryHandler, RunReport, StepRate, VRAMMonitor, exit_on_out_of_memory
 from iquitos_lightning.tracking import TrackingConfig, resolve_wandb_mode, wandb_loggers
 
 DEFAULT_LOGGER = {

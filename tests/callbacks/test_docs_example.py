@@ -24,3 +24,6 @@ def test_docs_example_runs_in_a_foreign_lightning_project(tmp_path: Path, monkey
     assert trainer.global_step == 100  # type: ignore[attr-defined]
     step_rate = next(callback for callback in trainer.callbacks if isinstance(callback, StepRate))  # type: ignore[attr-defined]
     assert step_rate.rates.batches_per_s > 0
+    report = tmp_path / "lightning_logs" / "report"
+    assert "fit report" in (report / "summary.md").read_text()
+    assert (report / "learning_curve.png").stat().st_size > 5_000
