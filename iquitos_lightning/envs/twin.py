@@ -1,0 +1,346 @@
+"""IquitosTwin: the site's CityLearn physics as one batched TorchRL env (B sites stepped by tensor ops).
+
+Why: CityLearn is pure Python and costs about 0.35 ms per charger per step, so a year of the
+default site (128 sockets) takes minutes. Training can use this twin instead; every reported
+result is still evaluated on CityLearn (:func:`~iquitos_lightning.agents.env_factory.make_env`
+with ``evaluation=True`` always builds CityLearn), and ``tests/envs/test_twin.py`` proves the two
+equal step by step.
+
+What is the same as :class:`~iquitos_lightning.envs.citylearn.IquitosEnv`, by construction:
+- input: the built site's ``schema.json`` (BESS, charger and EV battery parameters and curves,
+  read by :mod:`~iquitos_lightning.envs.twin_physics`) and its series/sessions;
+- observation: :func:`~iquitos_lightning.envs.site_tables.observation_vector`'s layout, built from
+  the same :class:`~iquitos_lightning.envs.site_tables.SiteTables` (one float32 table per step
+  with the two dynamic parts, BESS SOC and socket SOC, written in each step);
+- action: ``[BESS, socket_0 .. socket_{S-1}]`` in [-1, 1] (negative socket actions are 0);
+- reward: the functions of :mod:`~iquitos_lightning.envs.reward`, applied to tensors;
+- KPI flows: the same FLOW_COLUMNS/DEPARTURE_COLUMNS tables when ``record=True``.
+
+CityLearn's odd bits it keeps (besides those of the battery model, see ``twin_physics``):
+- the building's net consumption is summed in float32 (``mall + BESS``, then ``+ (-PV)``, then
+  ``+ EVs``, each a float32 add) while the chargers' total is a float64 sum rounded to float32;
+  grid import and export come from that float32 net;
+- an EV's SOC is forced to its session's arrival SOC (as float32) on the arrival step, also when
+  it follows another session of the same socket back to back;
+- the terminal observation shows the sockets of the last step with their SOC after it (the
+  Gymnasium env does not re-read them once the episode is over).
+
+No Python loop over envs or sockets: one step is a few dozen tensor ops on [B] and [B, S].
+Every env runs its own clock (``t`` per env) so partial resets work; all start at step 0 with
+the schema's initial BESS SOC: the simulator is deterministic, seeds change nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from tensordict import TensorDict, TensorDictBase
+from torchrl.data import Bounded, Categorical, Composite, Unbounded
+from torchrl.envs import EnvBase, RewardSum, StepCounter, TransformedEnv
+
+from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
+from iquitos_lightning.envs.site_tables import build_site_tables, observation_vector
+from iquitos_lightning.envs.state import DEPARTURE_COLUMNS, FLOW_COLUMNS
+from iquitos_lightning.envs.twin_physics import SiteModels
+from iquitos_lightning.site.build import build_site
+from iquitos_lightning.site.config import SiteConfig, load_site_config
+from iquitos_lightning.site.series import SiteSeries
+
+F64 = torch.float64
+
+
+class IquitosTwin(EnvBase):
+    """B copies of the site simulated together (module docstring); one episode = ``config.hours`` steps.
+
+    Args:
+        schema_path: the built site's CityLearn ``schema.json`` (the physics parameters).
+        series: the built site's series (PV, mall load, prices, sessions).
+        reward_weights: reward weights (the CityLearn env's defaults if None).
+        num_envs: B, the batch size.
+        device: where the tensors live.
+        record: keep the hourly flows and departures of every env (for KPIs; costs
+            B x hours x (10 + sockets) float64 values, so meant for small B).
+    """
+
+    batch_locked = True
+
+    def __init__(
+        self,
+        schema_path: Path,
+        series: SiteSeries,
+        reward_weights: RewardWeights | None = None,
+        *,
+        num_envs: int = 1,
+        device: str | torch.device = "cpu",
+        record: bool = False,
+    ) -> None:
+        super().__init__(device=device, batch_size=torch.Size([num_envs]))
+        self.series = series
+        self.site_config: SiteConfig = series.config
+        self.reward_weights = reward_weights or RewardWeights()
+        self.reward_scales = RewardScales.for_series(series)
+        self.num_envs = num_envs
+        self.sockets = self.site_config.ev.socket_count
+        self.hours = series.hours
+        self.record = record
+        self.resets_done = 0  # episode counter, read by the agents' checkpoints like EpisodeSeeding's
+        self.models = SiteModels.from_schema(schema_path, self.sockets, self.device)
+        self.tables = build_site_tables(series, self.reward_scales)
+        self._load_tables()
+        self._make_specs()
+        self._allocate_state()
+
+    # ----- construction ----------------------------------------------------------------------
+    def _load_tables(self) -> None:
+        """The per-step tensors [T] and [T, S] every step indexes with the envs' clocks."""
+        device, tables, series = self.device, self.tables, self.series
+        hours, sockets = self.hours, self.sockets
+
+        def tensor(values: Any, dtype: torch.dtype = F64) -> torch.Tensor:
+            return torch.tensor(np.asarray(values), dtype=dtype, device=device)
+
+        zeros = np.zeros((hours, sockets))
+        # Observation of every step with the two dynamic parts (BESS SOC, socket SOC) still 0.
+        self._observation_table = tensor(
+            observation_vector(tables, np.arange(hours), zeros[:, 0], zeros), torch.float32
+        )
+        self._bess_index = tables.bess_soc_index
+        self._socket_soc_index = tensor(tables.socket_soc_indices, torch.long)
+        self._connected = tensor(tables.connected, torch.bool)
+        self._required_soc = tensor(tables.required_soc)
+        # Sessions leaving at the start of t + 1 are those plugged at t with one hour to go.
+        self._departing = self._connected & tensor(tables.hours_to_departure == 1, torch.bool)
+        sessions = series.sessions
+        arrival_soc = np.zeros((hours, sockets))
+        arriving = np.zeros((hours, sockets), dtype=bool)
+        steps = sessions["arrival_step"].to_numpy(int)
+        inside = steps < hours
+        arrival_soc[steps[inside], sessions["socket"].to_numpy(int)[inside]] = sessions["arrival_soc"].to_numpy(float)[
+            inside
+        ]
+        arriving[steps[inside], sessions["socket"].to_numpy(int)[inside]] = True
+        self._arriving = tensor(arriving, torch.bool)
+        # CityLearn reads the arrival SOC from the charger CSV into float32 and forces it (float32 SOC array).
+        self._arrival_soc_f32 = tensor(arrival_soc.astype(np.float32).astype(np.float64))
+        # The session's own arrival SOC (float64), from which the env measures the energy delivered.
+        session_arrival = np.zeros((hours, sockets))
+        plugged = tables.session_of >= 0
+        session_arrival[plugged] = sessions["arrival_soc"].to_numpy(float)[tables.session_of[plugged]]
+        self._session_arrival_soc = tensor(session_arrival)
+        self._battery_kwh = tensor(series.socket_battery_kwh)
+        self._pv = tensor(series.pv_kw)
+        self._mall = tensor(series.mall_kw)
+        self._pv_f32 = self._pv.to(torch.float32)
+        self._mall_f32 = self._mall.to(torch.float32)
+        self._price = tensor(series.price_per_kwh)
+        self._carbon = tensor(series.carbon_intensity_kg_per_kwh)
+        self._bess_power = self.models.bess.nominal_power  # [1]
+
+    def _make_specs(self) -> None:
+        batch = self.batch_size
+        size = self._observation_table.shape[1]
+        self.observation_spec = Composite(
+            observation=Unbounded(shape=(*batch, size), dtype=torch.float32, device=self.device), shape=batch
+        )
+        self.action_spec = Bounded(-1.0, 1.0, shape=(*batch, 1 + self.sockets), dtype=torch.float32, device=self.device)
+        self.reward_spec = Unbounded(shape=(*batch, 1), dtype=torch.float32, device=self.device)
+        flag = Categorical(2, shape=(*batch, 1), dtype=torch.bool, device=self.device)
+        self.full_done_spec = Composite(done=flag.clone(), terminated=flag.clone(), truncated=flag.clone(), shape=batch)
+
+    def _allocate_state(self) -> None:
+        envs, sockets, device = self.num_envs, self.sockets, self.device
+        self._t = torch.zeros(envs, dtype=torch.long, device=device)
+        self._bess_soc_end = torch.zeros(envs, 1, dtype=F64, device=device)  # stored SOC of the last step
+        self._bess_soc_start = torch.zeros(envs, 1, dtype=F64, device=device)  # after standby loss
+        self._bess_capacity = torch.zeros(envs, 1, dtype=F64, device=device)  # degraded capacity
+        self._socket_soc = torch.zeros(envs, sockets, dtype=F64, device=device)  # plugged EVs at step start
+        self._observation = torch.zeros(envs, self._observation_table.shape[1], dtype=torch.float32, device=device)
+        if self.record:
+            self._flows = torch.zeros(envs, self.hours, len(FLOW_COLUMNS), dtype=F64, device=device)
+            self._departure_soc = torch.zeros(envs, self.hours, sockets, dtype=F64, device=device)
+
+    # ----- TorchRL API -----------------------------------------------------------------------
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
+        mask = None if tensordict is None else tensordict.get("_reset", None)
+        reset = torch.ones(self.num_envs, dtype=torch.bool, device=self.device) if mask is None else mask.reshape(-1)
+        self.resets_done += 1
+        bess = self.models.bess
+        self._t = torch.where(reset, 0, self._t)
+        start = bess.start_soc.expand(self.num_envs, 1)
+        self._bess_soc_end = torch.where(reset[:, None], start, self._bess_soc_end)
+        self._bess_soc_start = torch.where(reset[:, None], start, self._bess_soc_start)
+        self._bess_capacity = torch.where(reset[:, None], bess.capacity.expand(self.num_envs, 1), self._bess_capacity)
+        first = torch.where(self._connected[0], self._arrival_soc_f32[0], 0.0).expand(self.num_envs, -1)
+        self._socket_soc = torch.where(reset[:, None], first, self._socket_soc)
+        fresh = self._observe(torch.zeros_like(self._t), self._bess_soc_end, self._socket_soc)
+        self._observation = torch.where(reset[:, None], fresh, self._observation)
+        if self.record:
+            self._flows[reset] = 0.0
+            self._departure_soc[reset] = 0.0
+        flag = torch.zeros(self.num_envs, 1, dtype=torch.bool, device=self.device)
+        return TensorDict(
+            {
+                "observation": self._observation.clone(),
+                "done": flag,
+                "terminated": flag.clone(),
+                "truncated": flag.clone(),
+            },
+            batch_size=self.batch_size,
+            device=self.device,
+        )
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        t = self._t
+        if bool((t >= self.hours).any()):
+            raise RuntimeError("an episode is over: reset it first")
+        models = self.models
+        action = tensordict.get("action").to(F64).clamp(-1.0, 1.0)
+        connected = self._connected[t]
+
+        # BESS: Building.update_electrical_storage -> Battery.charge(action x nominal power x 1 h).
+        bess_energy = (action[:, :1] * self._bess_power) * 1.0
+        bess_soc_end, bess_kw, self._bess_capacity = models.bess.charge(
+            self._bess_soc_start, bess_energy, self._bess_capacity
+        )
+
+        # Sockets: the env sends max(action, 0) to plugged sockets and 0 elsewhere.
+        socket_action = torch.where(connected, action[:, 1:].clamp_min(0.0), 0.0)
+        soc_before = self._socket_soc
+        ev_soc_end, ev_balance, _ = models.ev_batteries.charge(soc_before, models.charger_energy(socket_action))
+        socket_kw = torch.where(connected, models.charger_consumption(ev_balance), 0.0)
+        soc_after = torch.where(connected, ev_soc_end, soc_before)
+
+        # Building.update_variables: float32 net (see the module docstring).
+        ev_total_f32 = socket_kw.sum(-1).to(torch.float32)
+        net_f32 = ((self._mall_f32[t] + bess_kw[:, 0].to(torch.float32)) + (-self._pv_f32[t])) + ev_total_f32
+        net = net_f32.to(F64)
+        grid_import = net.clamp_min(0.0)
+
+        required = self._required_soc[t]
+        need_kwh = (required - soc_before).clamp_min(0.0) * self._battery_kwh
+        useful_kwh = torch.minimum(socket_kw, need_kwh).sum(-1)
+        departing = self._departing[t]
+        gap_kwh = (required - soc_after).clamp_min(0.0) * self._battery_kwh
+        unmet_kwh = torch.where(departing, gap_kwh, 0.0).sum(-1)
+        pv, mall = self._pv[t], self._mall[t]
+        bess_charge = bess_kw[:, 0].clamp_min(0.0)
+        outcome = StepOutcome(
+            grid_import_kw=grid_import,
+            pv_kw=pv,
+            mall_kw=mall,
+            bess_charge_kw=bess_charge,
+            ev_useful_kwh=useful_kwh,
+            departing_unmet_kwh=unmet_kwh,
+            price_per_kwh=self._price[t],
+            carbon_intensity_kg_per_kwh=self._carbon[t],
+        )
+        reward = weighted_reward(reward_terms(outcome, self.reward_scales), self.reward_weights)
+        if self.record:
+            rows = torch.arange(self.num_envs, device=self.device)
+            flow = (pv, mall, socket_kw.sum(-1), bess_charge, (-bess_kw[:, 0]).clamp_min(0.0), grid_import)
+            flow += ((-net).clamp_min(0.0), bess_soc_end[:, 0], self._price[t], self._carbon[t])
+            self._flows[rows, t] = torch.stack(flow, -1)
+            self._departure_soc[rows, t] = torch.where(departing, soc_after, 0.0)
+
+        # Advance the clocks: standby loss, then plugged EVs at the next step (arrivals forced).
+        t_next = t + 1
+        self._t = t_next
+        terminated = t_next >= self.hours
+        step = t_next.clamp_max(self.hours - 1)
+        self._bess_soc_end = bess_soc_end
+        self._bess_soc_start = models.bess.standby(bess_soc_end)
+        carried = models.ev_batteries.standby(ev_soc_end)
+        starting = torch.where(self._arriving[step], self._arrival_soc_f32[step], carried)
+        self._socket_soc = torch.where(self._connected[step], starting, 0.0)
+        shown_soc = torch.where(terminated[:, None], soc_after, self._socket_soc)
+        self._observation = self._observe(step, bess_soc_end, shown_soc)
+        done = terminated[:, None]
+        return TensorDict(
+            {
+                "observation": self._observation.clone(),
+                "reward": reward.to(torch.float32)[:, None],
+                "done": done,
+                "terminated": done.clone(),
+                "truncated": torch.zeros_like(done),
+            },
+            batch_size=self.batch_size,
+            device=self.device,
+        )
+
+    def _set_seed(self, seed: int | None) -> None:
+        """Nothing to seed: the twin is deterministic (as the CityLearn env's observations and rewards are)."""
+
+    # ----- KPI tables (record=True) --------------------------------------------------------------
+    def flows(self, env_index: int = 0) -> pd.DataFrame:
+        """Hourly energy flows (FLOW_COLUMNS) of env ``env_index``'s steps so far in this episode."""
+        self._require_record()
+        steps = int(self._t[env_index])
+        return pd.DataFrame(self._flows[env_index, :steps].cpu().numpy(), columns=list(FLOW_COLUMNS))
+
+    def departures(self, env_index: int = 0) -> pd.DataFrame:
+        """One row per EV that left env ``env_index`` so far (DEPARTURE_COLUMNS), by step then socket."""
+        self._require_record()
+        steps = int(self._t[env_index])
+        mask = self._departing[:steps].cpu().numpy()
+        step, socket = np.nonzero(mask)
+        soc = self._departure_soc[env_index, :steps].cpu().numpy()[step, socket]
+        required = self.tables.required_soc[step, socket]
+        arrival = self._session_arrival_soc.cpu().numpy()[step, socket]
+        battery = self.series.socket_battery_kwh[socket]
+        table = pd.DataFrame(
+            {
+                "socket": socket,
+                "departure_step": step + 1,
+                "required_soc": required,
+                "departure_soc": soc,
+                "energy_delivered_kwh": (soc - arrival) * battery,
+                "unmet_kwh": np.clip(required - soc, 0.0, None) * battery,
+            },
+            columns=list(DEPARTURE_COLUMNS),
+        )
+        return table.astype({"socket": int, "departure_step": int})
+
+    # ----- internals -----------------------------------------------------------------------------
+    def _observe(self, step: torch.Tensor, bess_soc: torch.Tensor, socket_soc: torch.Tensor) -> torch.Tensor:
+        observation = self._observation_table[step]
+        observation[:, self._bess_index] = bess_soc[:, 0].to(torch.float32)
+        observation[:, self._socket_soc_index] = socket_soc.to(torch.float32)
+        return observation
+
+    def _require_record(self) -> None:
+        if not self.record:
+            raise RuntimeError("build the twin with record=True to read its flows and departures")
+
+
+def make_twin(
+    site: str | Path | SiteConfig = "configs/site/iquitos-2026.yaml",
+    *,
+    reward_weights: RewardWeights | None = None,
+    data_root: Path = Path("data"),
+    num_envs: int = 1,
+    device: str = "cpu",
+    record: bool = False,
+) -> IquitosTwin:
+    """Build (or reuse) the site's dataset under ``data_root/<name>`` and simulate it as an :class:`IquitosTwin`."""
+    site_config = site if isinstance(site, SiteConfig) else load_site_config(site)
+    build = build_site(site_config, Path(data_root) / site_config.name, progress=False)
+    return IquitosTwin(build.schema_path, build.series, reward_weights, num_envs=num_envs, device=device, record=record)
+
+
+def make_torchrl_twin(
+    site: str | Path | SiteConfig = "configs/site/iquitos-2026.yaml",
+    *,
+    reward_weights: RewardWeights | None = None,
+    data_root: Path = Path("data"),
+    num_envs: int = 1,
+    device: str = "cpu",
+) -> TransformedEnv:
+    """The twin as agents see it: ``StepCounter`` + ``RewardSum`` (as ``make_env`` gives the CityLearn env)."""
+    twin = make_twin(site, reward_weights=reward_weights, data_root=data_root, num_envs=num_envs, device=device)
+    env = TransformedEnv(twin, StepCounter())
+    env.append_transform(RewardSum())
+    return env
