@@ -43,7 +43,7 @@ from torchrl.data import Bounded, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase, RewardSum, StepCounter, TransformedEnv
 
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
-from iquitos_lightning.envs.site_tables import build_site_tables, observation_vector
+from iquitos_lightning.envs.site_tables import SOCKET_FEATURES, build_site_tables, observation_vector
 from iquitos_lightning.envs.state import DEPARTURE_COLUMNS, FLOW_COLUMNS
 from iquitos_lightning.envs.twin_physics import SiteModels
 from iquitos_lightning.site.build import build_site
@@ -96,7 +96,7 @@ class IquitosTwin(EnvBase):
 
     # ----- construction ----------------------------------------------------------------------
     def _load_tables(self) -> None:
-        """The per-step tensors [T] and [T, S] every step indexes with the envs' clocks."""
+        """The per-step tensors [T, ...] every step indexes with the envs' clocks."""
         device, tables, series = self.device, self.tables, self.series
         hours, sockets = self.hours, self.sockets
 
@@ -109,36 +109,31 @@ class IquitosTwin(EnvBase):
             observation_vector(tables, np.arange(hours), zeros[:, 0], zeros), torch.float32
         )
         self._bess_index = tables.bess_soc_index
-        self._socket_soc_index = tensor(tables.socket_soc_indices, torch.long)
         self._connected = tensor(tables.connected, torch.bool)
         self._required_soc = tensor(tables.required_soc)
         # Sessions leaving at the start of t + 1 are those plugged at t with one hour to go.
         self._departing = self._connected & tensor(tables.hours_to_departure == 1, torch.bool)
         sessions = series.sessions
-        arrival_soc = np.zeros((hours, sockets))
-        arriving = np.zeros((hours, sockets), dtype=bool)
-        steps = sessions["arrival_step"].to_numpy(int)
+        steps, socket = sessions["arrival_step"].to_numpy(int), sessions["socket"].to_numpy(int)
         inside = steps < hours
-        arrival_soc[steps[inside], sessions["socket"].to_numpy(int)[inside]] = sessions["arrival_soc"].to_numpy(float)[
-            inside
-        ]
-        arriving[steps[inside], sessions["socket"].to_numpy(int)[inside]] = True
+        arrival_soc = np.zeros((hours, sockets))
+        arrival_soc[steps[inside], socket[inside]] = sessions["arrival_soc"].to_numpy(float)[inside]
+        arriving = np.zeros((hours, sockets), dtype=bool)
+        arriving[steps[inside], socket[inside]] = True
         self._arriving = tensor(arriving, torch.bool)
-        # CityLearn reads the arrival SOC from the charger CSV into float32 and forces it (float32 SOC array).
-        self._arrival_soc_f32 = tensor(arrival_soc.astype(np.float32).astype(np.float64))
+        # CityLearn reads the arrival SOC from the charger CSV as float32 and forces it into a float32 array.
+        self._arrival_soc = tensor(arrival_soc, torch.float32)
         # The session's own arrival SOC (float64), from which the env measures the energy delivered.
         session_arrival = np.zeros((hours, sockets))
         plugged = tables.session_of >= 0
         session_arrival[plugged] = sessions["arrival_soc"].to_numpy(float)[tables.session_of[plugged]]
-        self._session_arrival_soc = tensor(session_arrival)
+        self._session_arrival_soc = session_arrival
         self._battery_kwh = tensor(series.socket_battery_kwh)
-        self._pv = tensor(series.pv_kw)
-        self._mall = tensor(series.mall_kw)
-        self._pv_f32 = self._pv.to(torch.float32)
-        self._mall_f32 = self._mall.to(torch.float32)
-        self._price = tensor(series.price_per_kwh)
-        self._carbon = tensor(series.carbon_intensity_kg_per_kwh)
-        self._bess_power = self.models.bess.nominal_power  # [1]
+        # [T, 4] float64: PV, mall, price, carbon; [T, 2] float32: mall and the building's PV term (-PV).
+        self._hourly = tensor(
+            np.column_stack([series.pv_kw, series.mall_kw, series.price_per_kwh, series.carbon_intensity_kg_per_kwh])
+        )
+        self._hourly_f32 = tensor(np.column_stack([series.mall_kw, -series.pv_kw]), torch.float32)
 
     def _make_specs(self) -> None:
         batch = self.batch_size
@@ -152,120 +147,104 @@ class IquitosTwin(EnvBase):
         self.full_done_spec = Composite(done=flag.clone(), terminated=flag.clone(), truncated=flag.clone(), shape=batch)
 
     def _allocate_state(self) -> None:
-        envs, sockets, device = self.num_envs, self.sockets, self.device
-        self._t = torch.zeros(envs, dtype=torch.long, device=device)
-        self._bess_soc_end = torch.zeros(envs, 1, dtype=F64, device=device)  # stored SOC of the last step
-        self._bess_soc_start = torch.zeros(envs, 1, dtype=F64, device=device)  # after standby loss
-        self._bess_capacity = torch.zeros(envs, 1, dtype=F64, device=device)  # degraded capacity
-        self._socket_soc = torch.zeros(envs, sockets, dtype=F64, device=device)  # plugged EVs at step start
-        self._observation = torch.zeros(envs, self._observation_table.shape[1], dtype=torch.float32, device=device)
+        # A plain holder: assigning tensors to an EnvBase (an nn.Module) attribute is slow.
+        envs, device = self.num_envs, self.device
+        batteries = self.models.batteries
+        state = _TwinState()
+        state.t = torch.zeros(envs, dtype=torch.long, device=device)
+        # Float32 SOC of the BESS (column 0) and the socket EVs at the start of the step (0 if unplugged).
+        state.soc = torch.zeros(envs, 1 + self.sockets, dtype=torch.float32, device=device)
+        state.capacity = batteries.capacity.expand(envs, -1).clone() if batteries.has_fade else None
+        state.observation = torch.zeros(envs, self._observation_table.shape[1], dtype=torch.float32, device=device)
         if self.record:
-            self._flows = torch.zeros(envs, self.hours, len(FLOW_COLUMNS), dtype=F64, device=device)
-            self._departure_soc = torch.zeros(envs, self.hours, sockets, dtype=F64, device=device)
+            state.flows = torch.zeros(envs, self.hours, len(FLOW_COLUMNS), dtype=F64, device=device)
+            state.departure_soc = torch.zeros(envs, self.hours, self.sockets, dtype=torch.float32, device=device)
+        self._state = state
 
     # ----- TorchRL API -----------------------------------------------------------------------
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
+        state, batteries = self._state, self.models.batteries
         mask = None if tensordict is None else tensordict.get("_reset", None)
-        reset = torch.ones(self.num_envs, dtype=torch.bool, device=self.device) if mask is None else mask.reshape(-1)
+        reset = torch.ones(self.num_envs, 1, dtype=torch.bool, device=self.device) if mask is None else mask
+        reset = reset.reshape(-1, 1)
         self.resets_done += 1
-        bess = self.models.bess
-        self._t = torch.where(reset, 0, self._t)
-        start = bess.start_soc.expand(self.num_envs, 1)
-        self._bess_soc_end = torch.where(reset[:, None], start, self._bess_soc_end)
-        self._bess_soc_start = torch.where(reset[:, None], start, self._bess_soc_start)
-        self._bess_capacity = torch.where(reset[:, None], bess.capacity.expand(self.num_envs, 1), self._bess_capacity)
-        first = torch.where(self._connected[0], self._arrival_soc_f32[0], 0.0).expand(self.num_envs, -1)
-        self._socket_soc = torch.where(reset[:, None], first, self._socket_soc)
-        fresh = self._observe(torch.zeros_like(self._t), self._bess_soc_end, self._socket_soc)
-        self._observation = torch.where(reset[:, None], fresh, self._observation)
+        state.t = torch.where(reset[:, 0], 0, state.t)
+        start = batteries.start_soc.expand(self.num_envs, -1).clone()  # StorageDevice.reset
+        start[:, 1:] = torch.where(self._connected[0], self._arrival_soc[0], 0.0)
+        state.soc = torch.where(reset, start, state.soc)
+        if state.capacity is not None:
+            state.capacity = torch.where(reset, batteries.capacity, state.capacity)
+        fresh = self._observe(torch.zeros_like(state.t), start[:, 0], start[:, 1:])
+        state.observation = torch.where(reset, fresh, state.observation)
         if self.record:
-            self._flows[reset] = 0.0
-            self._departure_soc[reset] = 0.0
+            state.flows[reset[:, 0]] = 0.0
+            state.departure_soc[reset[:, 0]] = 0.0
         flag = torch.zeros(self.num_envs, 1, dtype=torch.bool, device=self.device)
         return TensorDict(
-            {
-                "observation": self._observation.clone(),
-                "done": flag,
-                "terminated": flag.clone(),
-                "truncated": flag.clone(),
-            },
+            {"observation": state.observation, "done": flag, "terminated": flag.clone(), "truncated": flag.clone()},
             batch_size=self.batch_size,
             device=self.device,
         )
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        t = self._t
+        state, models = self._state, self.models
+        t = state.t
         if bool((t >= self.hours).any()):
             raise RuntimeError("an episode is over: reset it first")
-        models = self.models
         action = tensordict.get("action").to(F64).clamp(-1.0, 1.0)
         connected = self._connected[t]
 
-        # BESS: Building.update_electrical_storage -> Battery.charge(action x nominal power x 1 h).
-        bess_energy = (action[:, :1] * self._bess_power) * 1.0
-        bess_soc_end, bess_kw, self._bess_capacity = models.bess.charge(
-            self._bess_soc_start, bess_energy, self._bess_capacity
+        # Every battery at once: BESS (column 0) and the EV of each socket (columns 1..S).
+        soc_end, balance, state.capacity = models.batteries.charge(
+            state.soc, models.battery_energy(action, connected), state.capacity
         )
-
-        # Sockets: the env sends max(action, 0) to plugged sockets and 0 elsewhere.
-        socket_action = torch.where(connected, action[:, 1:].clamp_min(0.0), 0.0)
-        soc_before = self._socket_soc
-        ev_soc_end, ev_balance, _ = models.ev_batteries.charge(soc_before, models.charger_energy(socket_action))
-        socket_kw = torch.where(connected, models.charger_consumption(ev_balance), 0.0)
-        soc_after = torch.where(connected, ev_soc_end, soc_before)
+        bess_kw = balance[:, 0]
+        socket_kw = torch.where(connected, models.charger_consumption(balance[:, 1:]), 0.0)
+        soc_before = state.soc[:, 1:]
+        soc_after = torch.where(connected, soc_end[:, 1:], soc_before)
 
         # Building.update_variables: float32 net (see the module docstring).
-        ev_total_f32 = socket_kw.sum(-1).to(torch.float32)
-        net_f32 = ((self._mall_f32[t] + bess_kw[:, 0].to(torch.float32)) + (-self._pv_f32[t])) + ev_total_f32
-        net = net_f32.to(F64)
+        hourly, hourly_f32 = self._hourly[t], self._hourly_f32[t]
+        ev_total_f32 = socket_kw.sum(-1, dtype=F64).to(torch.float32)
+        net = (((hourly_f32[:, 0] + bess_kw) + hourly_f32[:, 1]) + ev_total_f32).to(F64)
         grid_import = net.clamp_min(0.0)
 
         required = self._required_soc[t]
-        need_kwh = (required - soc_before).clamp_min(0.0) * self._battery_kwh
-        useful_kwh = torch.minimum(socket_kw, need_kwh).sum(-1)
+        useful_kwh = torch.minimum(socket_kw, (required - soc_before).clamp_min(0.0) * self._battery_kwh).sum(-1)
         departing = self._departing[t]
         gap_kwh = (required - soc_after).clamp_min(0.0) * self._battery_kwh
-        unmet_kwh = torch.where(departing, gap_kwh, 0.0).sum(-1)
-        pv, mall = self._pv[t], self._mall[t]
-        bess_charge = bess_kw[:, 0].clamp_min(0.0)
+        bess_kw = bess_kw.to(F64)
+        bess_charge = bess_kw.clamp_min(0.0)
         outcome = StepOutcome(
             grid_import_kw=grid_import,
-            pv_kw=pv,
-            mall_kw=mall,
+            pv_kw=hourly[:, 0],
+            mall_kw=hourly[:, 1],
             bess_charge_kw=bess_charge,
             ev_useful_kwh=useful_kwh,
-            departing_unmet_kwh=unmet_kwh,
-            price_per_kwh=self._price[t],
-            carbon_intensity_kg_per_kwh=self._carbon[t],
+            departing_unmet_kwh=torch.where(departing, gap_kwh, 0.0).sum(-1),
+            price_per_kwh=hourly[:, 2],
+            carbon_intensity_kg_per_kwh=hourly[:, 3],
         )
         reward = weighted_reward(reward_terms(outcome, self.reward_scales), self.reward_weights)
         if self.record:
-            rows = torch.arange(self.num_envs, device=self.device)
-            flow = (pv, mall, socket_kw.sum(-1), bess_charge, (-bess_kw[:, 0]).clamp_min(0.0), grid_import)
-            flow += ((-net).clamp_min(0.0), bess_soc_end[:, 0], self._price[t], self._carbon[t])
-            self._flows[rows, t] = torch.stack(flow, -1)
-            self._departure_soc[rows, t] = torch.where(departing, soc_after, 0.0)
+            self._record(t, hourly, socket_kw, bess_kw, net, soc_end[:, 0], departing, soc_after)
 
-        # Advance the clocks: standby loss, then plugged EVs at the next step (arrivals forced).
-        t_next = t + 1
-        self._t = t_next
-        terminated = t_next >= self.hours
+        # Advance the clocks: standby loss, then the EVs plugged at the next step (arrivals forced).
+        state.t = t_next = t + 1
+        terminated = (t_next >= self.hours)[:, None]
         step = t_next.clamp_max(self.hours - 1)
-        self._bess_soc_end = bess_soc_end
-        self._bess_soc_start = models.bess.standby(bess_soc_end)
-        carried = models.ev_batteries.standby(ev_soc_end)
-        starting = torch.where(self._arriving[step], self._arrival_soc_f32[step], carried)
-        self._socket_soc = torch.where(self._connected[step], starting, 0.0)
-        shown_soc = torch.where(terminated[:, None], soc_after, self._socket_soc)
-        self._observation = self._observe(step, bess_soc_end, shown_soc)
-        done = terminated[:, None]
+        soc = models.batteries.standby(soc_end)
+        starting = torch.where(self._arriving[step], self._arrival_soc[step], soc[:, 1:])
+        soc[:, 1:] = torch.where(self._connected[step], starting, 0.0)
+        state.soc = soc
+        state.observation = self._observe(step, soc_end[:, 0], torch.where(terminated, soc_after, soc[:, 1:]))
         return TensorDict(
             {
-                "observation": self._observation.clone(),
+                "observation": state.observation,
                 "reward": reward.to(torch.float32)[:, None],
-                "done": done,
-                "terminated": done.clone(),
-                "truncated": torch.zeros_like(done),
+                "done": terminated,
+                "terminated": terminated.clone(),
+                "truncated": torch.zeros_like(terminated),
             },
             batch_size=self.batch_size,
             device=self.device,
@@ -278,18 +257,16 @@ class IquitosTwin(EnvBase):
     def flows(self, env_index: int = 0) -> pd.DataFrame:
         """Hourly energy flows (FLOW_COLUMNS) of env ``env_index``'s steps so far in this episode."""
         self._require_record()
-        steps = int(self._t[env_index])
-        return pd.DataFrame(self._flows[env_index, :steps].cpu().numpy(), columns=list(FLOW_COLUMNS))
+        steps = int(self._state.t[env_index])
+        return pd.DataFrame(self._state.flows[env_index, :steps].cpu().numpy(), columns=list(FLOW_COLUMNS))
 
     def departures(self, env_index: int = 0) -> pd.DataFrame:
         """One row per EV that left env ``env_index`` so far (DEPARTURE_COLUMNS), by step then socket."""
         self._require_record()
-        steps = int(self._t[env_index])
-        mask = self._departing[:steps].cpu().numpy()
-        step, socket = np.nonzero(mask)
-        soc = self._departure_soc[env_index, :steps].cpu().numpy()[step, socket]
+        steps = int(self._state.t[env_index])
+        step, socket = np.nonzero(self._departing[:steps].cpu().numpy())
+        soc = self._state.departure_soc[env_index, :steps].cpu().numpy().astype(np.float64)[step, socket]
         required = self.tables.required_soc[step, socket]
-        arrival = self._session_arrival_soc.cpu().numpy()[step, socket]
         battery = self.series.socket_battery_kwh[socket]
         table = pd.DataFrame(
             {
@@ -297,7 +274,7 @@ class IquitosTwin(EnvBase):
                 "departure_step": step + 1,
                 "required_soc": required,
                 "departure_soc": soc,
-                "energy_delivered_kwh": (soc - arrival) * battery,
+                "energy_delivered_kwh": (soc - self._session_arrival_soc[step, socket]) * battery,
                 "unmet_kwh": np.clip(required - soc, 0.0, None) * battery,
             },
             columns=list(DEPARTURE_COLUMNS),
@@ -306,14 +283,46 @@ class IquitosTwin(EnvBase):
 
     # ----- internals -----------------------------------------------------------------------------
     def _observe(self, step: torch.Tensor, bess_soc: torch.Tensor, socket_soc: torch.Tensor) -> torch.Tensor:
+        """The float32 observations: the step's table row with the BESS and socket SOCs written in."""
         observation = self._observation_table[step]
-        observation[:, self._bess_index] = bess_soc[:, 0].to(torch.float32)
-        observation[:, self._socket_soc_index] = socket_soc.to(torch.float32)
+        observation[:, self._bess_index] = bess_soc
+        sockets = observation[:, self._bess_index + 1 :].view(self.num_envs, self.sockets, len(SOCKET_FEATURES))
+        sockets[:, :, SOCKET_FEATURES.index("soc")] = socket_soc
         return observation
+
+    def _record(
+        self,
+        t: torch.Tensor,
+        hourly: torch.Tensor,
+        socket_kw: torch.Tensor,
+        bess_kw: torch.Tensor,
+        net: torch.Tensor,
+        bess_soc: torch.Tensor,
+        departing: torch.Tensor,
+        soc_after: torch.Tensor,
+    ) -> None:
+        """Write this step's FLOW_COLUMNS row and departing SOCs (the Gymnasium env's bookkeeping)."""
+        rows = torch.arange(self.num_envs, device=self.device)
+        flow = (hourly[:, 0], hourly[:, 1], socket_kw.sum(-1, dtype=F64), bess_kw.clamp_min(0.0))
+        flow += ((-bess_kw).clamp_min(0.0), net.clamp_min(0.0), (-net).clamp_min(0.0), bess_soc.to(F64))
+        flow += (hourly[:, 2], hourly[:, 3])
+        self._state.flows[rows, t] = torch.stack(flow, -1)
+        self._state.departure_soc[rows, t] = torch.where(departing, soc_after, 0.0)
 
     def _require_record(self) -> None:
         if not self.record:
             raise RuntimeError("build the twin with record=True to read its flows and departures")
+
+
+class _TwinState:
+    """The mutable state of the B envs (tensors), outside the nn.Module so that updating it is cheap."""
+
+    t: torch.Tensor
+    soc: torch.Tensor
+    capacity: torch.Tensor | None
+    observation: torch.Tensor
+    flows: torch.Tensor
+    departure_soc: torch.Tensor
 
 
 def make_twin(

@@ -5,10 +5,11 @@ so every formula below follows ``citylearn/energy_model.py`` (``Battery.charge``
 ``StorageDevice._charge``, ``get_max_input_power``, ``get_current_efficiency``,
 ``StorageDevice.next_time_step``) and ``citylearn/electric_vehicle_charger.py``
 (``Charger.update_connected_electric_vehicle_soc``) operation by operation, in float64, with a
-rounding to float32 wherever CityLearn stores a value in one of its float32 arrays. CityLearn's
+rounding to float32 wherever CityLearn stores a value in one of its float32 arrays (the twin
+keeps those values as float32 tensors; float32 x float64 promotes exactly, as numpy does). CityLearn's
 odd bits are kept on purpose and named where they happen:
 
-- SOC, energy balance and electricity consumption live in float32 arrays (``_f32`` below);
+- SOC, energy balance and electricity consumption live in float32 arrays;
   the next step starts from the rounded value, so the rounding is part of the dynamics;
 - ``efficiency`` is the ROUND TRIP: each way uses ``efficiency ** 0.5``;
 - the power-efficiency curve is evaluated twice per charge (a fixed point of two iterations),
@@ -42,11 +43,6 @@ def _python_sqrt(values: torch.Tensor) -> torch.Tensor:
     """``x ** 0.5`` as Python computes it (C ``pow``): torch's ``pow(x, 0.5)`` is ``sqrt``, which
     differs from it in the last bit for about 2 % of inputs. Used where the input is a constant."""
     return torch.tensor([value**0.5 for value in values.tolist()], dtype=torch.float64, device=values.device)
-
-
-def _f32(values: torch.Tensor) -> torch.Tensor:
-    """Round float64 values to float32 and back: what storing them in a CityLearn float32 array does."""
-    return values.to(torch.float32).to(torch.float64)
 
 
 @dataclass
@@ -87,20 +83,32 @@ class BatteryModel:
     capacity_power_curve: PiecewiseCurve
 
     def __post_init__(self) -> None:
+        # Constants of every step, computed once (same expressions as CityLearn's, so same bits).
+        capacity = self.capacity
+        self.capacity_clamped = capacity.clamp_min(ZERO_DIVISION_PLACEHOLDER)
+        self.minimum_soc = (1.0 - self.depth_of_discharge).clamp(0.0, 1.0)  # Battery._minimum_soc
+        self.minimum_energy = self.minimum_soc * capacity  # StorageDevice._minimum_energy
+        self.discharge_floor = (1.0 - self.depth_of_discharge) * capacity  # Battery.charge's dod limit
+        self.nominal_clamped = self.nominal_power.clamp_min(ZERO_DIVISION_PLACEHOLDER)
+        # A flat capacity-power curve: the limit is nominal x y0 at any SOC (x 1 h).
+        self.flat_max_energy = (self.nominal_power * self.capacity_power_curve.y[..., 0]).clamp_min(0.0) * 1.0
         # One-way efficiency of a flat power-efficiency curve, rounded as CityLearn's Python pow does.
         self.flat_round_trip = _python_sqrt(self.power_efficiency_curve.y[..., 0])
         self.has_fade = bool((self.capacity_loss_coefficient != 0).any())
-        # Battery._minimum_soc: clip(1 - depth_of_discharge, 0, 1).
-        self.minimum_soc = (1.0 - self.depth_of_discharge).clamp(0.0, 1.0)
 
     @property
     def start_soc(self) -> torch.Tensor:
-        """SOC at time step 0 after ``reset``: max(initial_soc, minimum SOC), stored as float32."""
-        return _f32(torch.maximum(self.initial_soc, self.minimum_soc))
+        """SOC at time step 0 after ``reset``: max(initial_soc, minimum SOC), as float32."""
+        return torch.maximum(self.initial_soc, self.minimum_soc).to(torch.float32)
 
     @classmethod
     def from_attributes(cls, attributes: list[dict[str, Any]], device: torch.device | str = "cpu") -> BatteryModel:
-        """From the ``attributes`` of N schema batteries; refuses what the twin does not simulate."""
+        """From the ``attributes`` of N schema batteries; refuses what the twin does not simulate.
+
+        Curves with fewer points than the longest are padded past their end (x + 1, x + 2, ...)
+        with their last y: identical inside the curve's range, flat beyond it (CityLearn would
+        extrapolate its last segment there; the site's curves span [0, 1], so this never happens).
+        """
         for item in attributes:
             for name in ("power_efficiency_curve", "capacity_power_curve", "efficiency"):
                 if item.get(name) is None:
@@ -113,8 +121,14 @@ class BatteryModel:
             return torch.tensor(values, dtype=torch.float64, device=device)
 
         def curve(name: str) -> PiecewiseCurve:
-            points = np.array([item[name] for item in attributes], dtype=np.float64)  # [N, K, 2]
-            tensor = torch.tensor(points, dtype=torch.float64, device=device)
+            curves = [np.asarray(item[name], dtype=np.float64) for item in attributes]
+            points = max(len(points) for points in curves)
+            padded = []
+            for values in curves:
+                extra = np.arange(1, points - len(values) + 1)
+                tail = np.column_stack([values[-1, 0] + extra, np.full(len(extra), values[-1, 1])])
+                padded.append(np.concatenate([values, tail]))
+            tensor = torch.tensor(np.stack(padded), dtype=torch.float64, device=device)  # [N, K, 2]
             return PiecewiseCurve(x=tensor[..., 0].contiguous(), y=tensor[..., 1].contiguous())
 
         # The efficiency attribute itself only seeds efficiency_history: every charge() overwrites it
@@ -131,65 +145,79 @@ class BatteryModel:
         )
 
     def standby(self, soc_end: torch.Tensor) -> torch.Tensor:
-        """``StorageDevice.next_time_step``: the next step starts from soc x (1 - loss), clipped, as float32."""
-        maximum = torch.ones_like(soc_end)
-        return _f32(torch.minimum(torch.maximum(soc_end * (1.0 - self.loss_coefficient), self.minimum_soc), maximum))
+        """``StorageDevice.next_time_step``: the next step starts from soc x (1 - loss) clipped to [min, 1], float32."""
+        kept = torch.maximum(soc_end * (1.0 - self.loss_coefficient), self.minimum_soc)
+        return kept.clamp_max(1.0).to(torch.float32)
 
     def charge(
         self, soc_start: torch.Tensor, energy: torch.Tensor, degraded_capacity: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """``Battery.charge(energy)`` for one hourly step: (SOC at the end, energy balance, degraded capacity).
 
-        ``soc_start`` is the float32 SOC at the start of the step, ``energy`` the signed kWh asked
-        for (+ charge). The balance is what the battery drew (+) or gave (-) on its terminals; the
-        capacity after the step's fade is returned for the next one.
+        ``soc_start`` [..., N] is the float32 SOC at the start of the step, ``energy`` [..., N] the
+        signed float64 kWh asked for (+ charge). Returns the float32 SOC at the end, the float32
+        balance (what the battery drew + or gave - on its terminals) and the capacity after the
+        step's fade (``degraded_capacity`` unchanged without fade).
         """
         capacity = self.capacity
         degraded = capacity if degraded_capacity is None else degraded_capacity
-        minimum_energy = self.minimum_soc * capacity
-        energy_init = torch.maximum(minimum_energy, soc_start * capacity)
-        soc = energy_init / capacity.clamp_min(ZERO_DIVISION_PLACEHOLDER)
-        max_power = (self.nominal_power * self.capacity_power_curve(soc)).clamp_min(0.0)
-        max_energy = max_power * 1.0  # power_kw_to_energy_kwh at one-hour steps
-        nominal = self.nominal_power.clamp_min(ZERO_DIVISION_PLACEHOLDER)
+        energy_init = torch.maximum(self.minimum_energy, soc_start * capacity)  # float32 SOC x capacity, in float64
+        if self.capacity_power_curve.flat:
+            max_energy = self.flat_max_energy
+        else:  # Battery.get_max_input_power at the SOC the step starts from
+            curve_y = self.capacity_power_curve(energy_init / self.capacity_clamped)
+            max_energy = (self.nominal_power * curve_y).clamp_min(0.0) * 1.0
 
         charging = energy >= 0
-        requested = torch.where(charging, energy, -energy)  # |requested|; the branch decides its limit
-        limited = torch.minimum(requested, max_energy)
+        requested = energy.abs()  # the branch (charging or not) decides which limit applies
         curve = self.power_efficiency_curve
         round_trip = self.flat_round_trip
-        for _ in range(2):  # CityLearn's two iterations; the last efficiency is the one _charge uses
+        limited = torch.minimum(requested, max_energy)
+        # CityLearn iterates twice (efficiency at the limited power, then the limit again); with a
+        # flat curve the efficiency is constant and one pass gives the same numbers.
+        for _ in range(1 if curve.flat else 2):
             if not curve.flat:
-                round_trip = curve((limited / 1.0 / nominal).clamp(0.0, 1.0)) ** 0.5
+                round_trip = curve((limited / 1.0 / self.nominal_clamped).clamp(0.0, 1.0)) ** 0.5
             room = (degraded - energy_init).clamp_min(0.0) / round_trip.clamp_min(ZERO_DIVISION_PLACEHOLDER)
-            available = (energy_init - (1.0 - self.depth_of_discharge) * capacity).clamp_min(0.0) * round_trip
+            available = (energy_init - self.discharge_floor).clamp_min(0.0) * round_trip
             limited = torch.minimum(torch.minimum(requested, max_energy), torch.where(charging, room, available))
-        signed = torch.where(charging, limited, -limited)
 
-        # StorageDevice._charge
+        # StorageDevice._charge with energy = +limited or -limited (-0.0 takes the charging formula,
+        # which gives energy_init as the discharging one would).
         energy_final = torch.where(
-            signed >= 0,
-            torch.minimum(energy_init + signed * round_trip, capacity),
-            torch.maximum(minimum_energy, energy_init + signed / round_trip),
+            charging,
+            torch.minimum(energy_init + limited * round_trip, capacity),
+            torch.maximum(self.minimum_energy, energy_init - limited / round_trip),
         )
-        soc_end = _f32(energy_final / capacity.clamp_min(ZERO_DIVISION_PLACEHOLDER))
+        soc_end = (energy_final / self.capacity_clamped).to(torch.float32)
         delta = energy_final - energy_init
-        balance = _f32(torch.where(delta >= 0, delta / round_trip, delta * round_trip))
+        balance = torch.where(delta >= 0, delta / round_trip, delta * round_trip).to(torch.float32)
         if self.has_fade:  # Battery.degrade, with the float32 balance
             scale = 2 * degraded.clamp_min(ZERO_DIVISION_PLACEHOLDER)
             degraded = (degraded - self.capacity_loss_coefficient * capacity * balance.abs() / scale).clamp_min(0.0)
-        return soc_end, balance, degraded
+        return soc_end, balance, (degraded if degraded_capacity is not None else None)
 
 
 @dataclass
 class SiteModels:
-    """Everything physical the twin needs from the schema: the BESS, the chargers and the EV batteries."""
+    """Everything physical the twin needs from the schema, as one battery bank and S chargers.
 
-    bess: BatteryModel  # N = 1
-    ev_batteries: BatteryModel  # N = S, socket order
+    ``batteries`` holds N = 1 + S CityLearn batteries: index 0 is the BESS, 1 + s the EV of
+    socket s (one EV per socket, reused by its sessions), so one step charges all of them with
+    one set of tensor ops.
+    """
+
+    batteries: BatteryModel
     charger_max_kw: torch.Tensor  # [S] max_charging_power
     charger_min_kw: torch.Tensor  # [S] min_charging_power (a deadband)
     charger_efficiency: torch.Tensor  # [S]
+
+    def __post_init__(self) -> None:
+        self.bess_power_kw = self.batteries.nominal_power[:1]
+        self.charger_max_clamped = self.charger_max_kw.clamp_min(0.0)
+        self.charger_min_clamped = torch.minimum(self.charger_min_kw, self.charger_max_clamped).clamp_min(0.0)
+        self.has_deadband = bool((self.charger_min_clamped > 0).any() or (self.charger_max_clamped <= 0).any())
+        self.lossless_chargers = bool((self.charger_efficiency == 1.0).all())
 
     @classmethod
     def from_schema(cls, schema_path: Path, sockets: int, device: torch.device | str = "cpu") -> SiteModels:
@@ -197,44 +225,50 @@ class SiteModels:
         if int(schema.get("seconds_per_time_step", 3600)) != 3600:
             raise ValueError("the twin simulates hourly steps only")
         building = schema["buildings"][BUILDING_NAME]
-        chargers = [building["chargers"][charger_id(s)] for s in range(sockets)]
-        for charger in chargers:
-            attributes = charger["attributes"]
+        chargers = [building["chargers"][charger_id(s)]["attributes"] for s in range(sockets)]
+        for attributes in chargers:
             if attributes.get("charge_efficiency_curve") is not None:
                 raise ValueError("charger efficiency curves are not simulated by the twin")
-            if attributes.get("max_discharging_power", 50.0) > 0:
-                raise ValueError("V2G chargers are not simulated by the twin (the env never discharges EVs)")
         ev_batteries = [schema["electric_vehicles_def"][ev_name(s)]["battery"]["attributes"] for s in range(sockets)]
         if any(float(b.get("capacity_loss_coefficient", 0.0)) != 0 for b in ev_batteries):
             raise ValueError("EV battery capacity fade is not simulated by the twin")
 
-        def tensor(values: list[float]) -> torch.Tensor:
+        def attribute(name: str, default: float) -> torch.Tensor:
+            # Charger defaults of citylearn/electric_vehicle_charger.py (None means the default).
+            values = [default if c.get(name) is None else float(c[name]) for c in chargers]
             return torch.tensor(values, dtype=torch.float64, device=device)
 
+        bess = building["electrical_storage"]["attributes"]
         return cls(
-            bess=BatteryModel.from_attributes([building["electrical_storage"]["attributes"]], device),
-            ev_batteries=BatteryModel.from_attributes(ev_batteries, device),
-            charger_max_kw=tensor([float(c["attributes"].get("max_charging_power", 50.0)) for c in chargers]),
-            charger_min_kw=tensor([float(c["attributes"].get("min_charging_power", 0.0)) for c in chargers]),
-            charger_efficiency=tensor([float(c["attributes"].get("efficiency", 1.0)) for c in chargers]),
+            batteries=BatteryModel.from_attributes([bess, *ev_batteries], device),
+            charger_max_kw=attribute("max_charging_power", 50.0),
+            charger_min_kw=attribute("min_charging_power", 0.0),
+            charger_efficiency=attribute("efficiency", 1.0),
         )
 
-    def charger_energy(self, action: torch.Tensor) -> torch.Tensor:
-        """Battery-side kWh each charger sends for actions in [0, 1] (``Charger`` deadband and efficiency).
+    def battery_energy(self, action: torch.Tensor, connected: torch.Tensor) -> torch.Tensor:
+        """Signed kWh asked of each battery [B, 1 + S] for an env action [B, 1 + S] already clipped to [-1, 1].
 
-        CityLearn turns the action into power (``|a| x max``, zero under the minimum power, at most
-        the maximum), back into a normalised power (``power / max``), then into energy
-        (``normalised x max x 1 h``) and multiplies by the charger efficiency: the round trip
-        through the normalised power is kept because it is not exact in floating point.
+        BESS (``Building.update_electrical_storage``): action x nominal power x 1 h. Sockets: the
+        env sends max(action, 0) to plugged sockets and 0 elsewhere; CityLearn's ``Charger`` turns
+        that into power (``a x max``, zero under the minimum power, at most the maximum), back into
+        a normalised power (``power / max``), into energy (``normalised x max x 1 h``) and applies
+        its efficiency. The round trip through the normalised power is kept: it is not exact.
         """
-        max_kw = self.charger_max_kw.clamp_min(0.0)
-        min_kw = torch.minimum(self.charger_min_kw, max_kw).clamp_min(0.0)
-        power = torch.minimum(action.abs() * max_kw, max_kw)
-        power = torch.where((power < min_kw) | (action <= 0) | (max_kw <= 0), torch.zeros_like(power), power)
-        normalised = power / max_kw.clamp_min(ZERO_DIVISION_PLACEHOLDER)
-        return (normalised * max_kw) * 1.0 * self.charger_efficiency
+        bess = action[:, :1] * self.bess_power_kw
+        socket_action = torch.where(connected, action[:, 1:].clamp_min(0.0), 0.0)
+        power = torch.minimum(socket_action * self.charger_max_clamped, self.charger_max_clamped)
+        if self.has_deadband:
+            power = torch.where(power < self.charger_min_clamped, 0.0, power)
+            power = torch.where(self.charger_max_clamped <= 0, 0.0, power)
+        energy = power / self.charger_max_kw.clamp_min(ZERO_DIVISION_PLACEHOLDER) * self.charger_max_kw
+        if not self.lossless_chargers:  # x 1.0 is exact: skipped when every charger is lossless
+            energy = energy * self.charger_efficiency
+        return torch.cat([bess, energy], -1)
 
     def charger_consumption(self, balance: torch.Tensor) -> torch.Tensor:
-        """Grid-side kWh of each charger from its EV's battery balance, stored float32 as CityLearn does."""
+        """Grid-side kWh of each charger from its EV's float32 battery balance, stored float32 as CityLearn does."""
+        if self.lossless_chargers:  # balance / 1.0 and balance x 1.0 are the balance itself
+            return balance
         efficiency = self.charger_efficiency.clamp_min(ZERO_DIVISION_PLACEHOLDER)
-        return _f32(torch.where(balance >= 0, balance / efficiency, balance * efficiency))
+        return torch.where(balance >= 0, balance / efficiency, balance * efficiency).to(torch.float32)
