@@ -59,6 +59,7 @@ class IquitosEnv(gym.Env):
     charger_efficiency = 1.0
 
     def __init__(self, schema_path: Path, series: SiteSeries, reward_weights: RewardWeights | None = None) -> None:
+        self.schema_path = Path(schema_path)
         self.series = series
         self.site_config: SiteConfig = series.config
         self.reward_weights = reward_weights or RewardWeights()

@@ -181,7 +181,7 @@ class IquitosTwin(EnvBase):
             state.departure_soc[reset[:, 0]] = 0.0
         flag = torch.zeros(self.num_envs, 1, dtype=torch.bool, device=self.device)
         return TensorDict(
-            {"observation": state.observation, "done": flag, "terminated": flag.clone(), "truncated": flag.clone()},
+            {"observation": state.observation.clone(), "done": flag, "terminated": flag.clone(), "truncated": flag.clone()},
             batch_size=self.batch_size,
             device=self.device,
         )
@@ -240,7 +240,7 @@ class IquitosTwin(EnvBase):
         state.observation = self._observe(step, soc_end[:, 0], torch.where(terminated, soc_after, soc[:, 1:]))
         return TensorDict(
             {
-                "observation": state.observation,
+                "observation": state.observation.clone(),
                 "reward": reward.to(torch.float32)[:, None],
                 "done": terminated,
                 "terminated": terminated.clone(),
