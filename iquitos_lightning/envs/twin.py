@@ -181,7 +181,12 @@ class IquitosTwin(EnvBase):
             state.departure_soc[reset[:, 0]] = 0.0
         flag = torch.zeros(self.num_envs, 1, dtype=torch.bool, device=self.device)
         return TensorDict(
-            {"observation": state.observation.clone(), "done": flag, "terminated": flag.clone(), "truncated": flag.clone()},
+            {
+                "observation": state.observation.clone(),
+                "done": flag,
+                "terminated": flag.clone(),
+                "truncated": flag.clone(),
+            },
             batch_size=self.batch_size,
             device=self.device,
         )
