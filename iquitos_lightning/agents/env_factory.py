@@ -45,6 +45,7 @@ class EnvConfig:
     max_episode_steps: int | None = None  # Gymnasium ids only: episode length (None: the id's own limit)
     backend: str = CITYLEARN  # Iquitos training env: "citylearn" or "twin" (evaluation is always CityLearn)
     num_envs: int = 1  # parallel envs of the twin's batch (backend "twin" only)
+    compile_twin: bool = False  # torch.compile the twin's step: ~1 min to compile, then 3-5x faster at small B
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -93,7 +94,9 @@ def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
     if config.name == IQUITOS and config.backend == TWIN and not evaluation:
         from iquitos_lightning.envs.twin import make_torchrl_twin
 
-        return make_torchrl_twin(config.site, data_root=Path(config.data_root), num_envs=config.num_envs)
+        return make_torchrl_twin(
+            config.site, data_root=Path(config.data_root), num_envs=config.num_envs, compile=config.compile_twin
+        )
     seeding = EpisodeSeeding(_make_gym_env(config), config.eval_seed if evaluation else config.seed)
     env = TransformedEnv(GymWrapper(seeding, device="cpu"), DoubleToFloat())
     env.append_transform(StepCounter())

@@ -63,7 +63,10 @@ class IquitosTwin(EnvBase):
         num_envs: B, the batch size.
         device: where the tensors live.
         record: keep the hourly flows and departures of every env (for KPIs; costs
-            B x hours x (10 + sockets) float64 values, so meant for small B).
+            B x hours x (10 + sockets) values, so meant for small B).
+        compile: ``torch.compile`` the step's physics (:meth:`_simulate`) into fused kernels. It
+            takes about a minute on first use (per batch size) and then runs 3-5x faster at small
+            B; measured bit-equal to the eager step on the tiny site.
     """
 
     batch_locked = True
@@ -77,6 +80,7 @@ class IquitosTwin(EnvBase):
         num_envs: int = 1,
         device: str | torch.device = "cpu",
         record: bool = False,
+        compile: bool = False,
     ) -> None:
         super().__init__(device=device, batch_size=torch.Size([num_envs]))
         self.series = series
@@ -93,6 +97,8 @@ class IquitosTwin(EnvBase):
         self._load_tables()
         self._make_specs()
         self._allocate_state()
+        if compile:
+            self._simulate = torch.compile(self._simulate, dynamic=False)
 
     # ----- construction ----------------------------------------------------------------------
     def _load_tables(self) -> None:
@@ -192,20 +198,44 @@ class IquitosTwin(EnvBase):
         )
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        state, models = self._state, self.models
-        t = state.t
-        if bool((t >= self.hours).any()):
+        state = self._state
+        if bool((state.t >= self.hours).any()):
             raise RuntimeError("an episode is over: reset it first")
-        action = tensordict.get("action").to(F64).clamp(-1.0, 1.0)
+        result = self._simulate(state.t, state.soc, state.capacity, tensordict.get("action"))
+        state.t, state.soc, state.capacity, state.observation, reward, terminated, flows, departing_soc = result
+        if self.record:
+            rows = torch.arange(self.num_envs, device=self.device)
+            state.flows[rows, state.t - 1] = flows
+            state.departure_soc[rows, state.t - 1] = departing_soc
+        return TensorDict(
+            {
+                "observation": state.observation.clone(),
+                "reward": reward,
+                "done": terminated,
+                "terminated": terminated.clone(),
+                "truncated": torch.zeros_like(terminated),
+            },
+            batch_size=self.batch_size,
+            device=self.device,
+        )
+
+    def _simulate(
+        self, t: torch.Tensor, soc: torch.Tensor, capacity: torch.Tensor | None, action: torch.Tensor
+    ) -> tuple[Any, ...]:
+        """One hour of every env, a pure function of the state (so ``compile=True`` can fuse it).
+
+        Returns the next clocks, SOCs, capacities and observations, the float32 reward [B, 1],
+        ``terminated`` [B, 1] and, with ``record``, this hour's FLOW_COLUMNS rows and departing SOCs.
+        """
+        models = self.models
+        action = action.to(F64).clamp(-1.0, 1.0)
         connected = self._connected[t]
 
         # Every battery at once: BESS (column 0) and the EV of each socket (columns 1..S).
-        soc_end, balance, state.capacity = models.batteries.charge(
-            state.soc, models.battery_energy(action, connected), state.capacity
-        )
+        soc_end, balance, capacity = models.batteries.charge(soc, models.battery_energy(action, connected), capacity)
         bess_kw = balance[:, 0]
         socket_kw = torch.where(connected, models.charger_consumption(balance[:, 1:]), 0.0)
-        soc_before = state.soc[:, 1:]
+        soc_before = soc[:, 1:]
         soc_after = torch.where(connected, soc_end[:, 1:], soc_before)
 
         # Building.update_variables: float32 net (see the module docstring).
@@ -231,29 +261,23 @@ class IquitosTwin(EnvBase):
             carbon_intensity_kg_per_kwh=hourly[:, 3],
         )
         reward = weighted_reward(reward_terms(outcome, self.reward_scales), self.reward_weights)
-        if self.record:
-            self._record(t, hourly, socket_kw, bess_kw, net, soc_end[:, 0], departing, soc_after)
+        flows = departing_soc = None
+        if self.record:  # the Gymnasium env's bookkeeping (FLOW_COLUMNS order)
+            flow = (hourly[:, 0], hourly[:, 1], socket_kw.sum(-1, dtype=F64), bess_charge, (-bess_kw).clamp_min(0.0))
+            flow += (grid_import, (-net).clamp_min(0.0), soc_end[:, 0].to(F64), hourly[:, 2], hourly[:, 3])
+            flows = torch.stack(flow, -1)
+            departing_soc = torch.where(departing, soc_after, 0.0)
 
         # Advance the clocks: standby loss, then the EVs plugged at the next step (arrivals forced).
-        state.t = t_next = t + 1
+        t_next = t + 1
         terminated = (t_next >= self.hours)[:, None]
         step = t_next.clamp_max(self.hours - 1)
-        soc = models.batteries.standby(soc_end)
-        starting = torch.where(self._arriving[step], self._arrival_soc[step], soc[:, 1:])
-        soc[:, 1:] = torch.where(self._connected[step], starting, 0.0)
-        state.soc = soc
-        state.observation = self._observe(step, soc_end[:, 0], torch.where(terminated, soc_after, soc[:, 1:]))
-        return TensorDict(
-            {
-                "observation": state.observation.clone(),
-                "reward": reward.to(torch.float32)[:, None],
-                "done": terminated,
-                "terminated": terminated.clone(),
-                "truncated": torch.zeros_like(terminated),
-            },
-            batch_size=self.batch_size,
-            device=self.device,
-        )
+        soc_next = models.batteries.standby(soc_end)
+        starting = torch.where(self._arriving[step], self._arrival_soc[step], soc_next[:, 1:])
+        soc_next[:, 1:] = torch.where(self._connected[step], starting, 0.0)
+        observation = self._observe(step, soc_end[:, 0], torch.where(terminated, soc_after, soc_next[:, 1:]))
+        reward = reward.to(torch.float32)[:, None]
+        return t_next, soc_next, capacity, observation, reward, terminated, flows, departing_soc
 
     def _set_seed(self, seed: int | None) -> None:
         """Nothing to seed: the twin is deterministic (as the CityLearn env's observations and rewards are)."""
@@ -295,25 +319,6 @@ class IquitosTwin(EnvBase):
         sockets[:, :, SOCKET_FEATURES.index("soc")] = socket_soc
         return observation
 
-    def _record(
-        self,
-        t: torch.Tensor,
-        hourly: torch.Tensor,
-        socket_kw: torch.Tensor,
-        bess_kw: torch.Tensor,
-        net: torch.Tensor,
-        bess_soc: torch.Tensor,
-        departing: torch.Tensor,
-        soc_after: torch.Tensor,
-    ) -> None:
-        """Write this step's FLOW_COLUMNS row and departing SOCs (the Gymnasium env's bookkeeping)."""
-        rows = torch.arange(self.num_envs, device=self.device)
-        flow = (hourly[:, 0], hourly[:, 1], socket_kw.sum(-1, dtype=F64), bess_kw.clamp_min(0.0))
-        flow += ((-bess_kw).clamp_min(0.0), net.clamp_min(0.0), (-net).clamp_min(0.0), bess_soc.to(F64))
-        flow += (hourly[:, 2], hourly[:, 3])
-        self._state.flows[rows, t] = torch.stack(flow, -1)
-        self._state.departure_soc[rows, t] = torch.where(departing, soc_after, 0.0)
-
     def _require_record(self) -> None:
         if not self.record:
             raise RuntimeError("build the twin with record=True to read its flows and departures")
@@ -338,6 +343,7 @@ def make_twin(
     num_envs: int = 1,
     device: str = "cpu",
     record: bool = False,
+    compile: bool = False,
 ) -> IquitosTwin:
     """Build (or reuse) the site's dataset under ``data_root/<name>`` and simulate it as an :class:`IquitosTwin`."""
     site_config = site if isinstance(site, SiteConfig) else load_site_config(site)
@@ -352,9 +358,12 @@ def make_torchrl_twin(
     data_root: Path = Path("data"),
     num_envs: int = 1,
     device: str = "cpu",
+    compile: bool = False,
 ) -> TransformedEnv:
     """The twin as agents see it: ``StepCounter`` + ``RewardSum`` (as ``make_env`` gives the CityLearn env)."""
-    twin = make_twin(site, reward_weights=reward_weights, data_root=data_root, num_envs=num_envs, device=device)
+    twin = make_twin(
+        site, reward_weights=reward_weights, data_root=data_root, num_envs=num_envs, device=device, compile=compile
+    )
     env = TransformedEnv(twin, StepCounter())
     env.append_transform(RewardSum())
     return env
