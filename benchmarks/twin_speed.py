@@ -47,6 +47,7 @@ def main() -> None:
     parser.add_argument("--rollout-steps", type=int, default=128, help="training: steps per env per rollout")
     parser.add_argument("--evaluate", action="store_true", help="training: run the policy on CityLearn and the twin")
     parser.add_argument("--eval-steps", type=int, default=None, help="training: hours of that evaluation (all)")
+    parser.add_argument("--compile", action="store_true", help="also time / train the compiled twin")
     parser.add_argument(
         "--threads", type=int, default=1, help="torch intra-op threads (1: best on a shared 2-core box)"
     )
@@ -63,7 +64,14 @@ def main() -> None:
     else:
         settings = {"epochs": 4, "minibatch_size": 2048} if args.algorithm == "PPO" else {}
         row = training_speed(
-            args.algorithm, args.site, args.data_root, args.num_envs, args.frames, args.rollout_steps, **settings
+            args.algorithm,
+            args.site,
+            args.data_root,
+            args.num_envs,
+            args.frames,
+            args.rollout_steps,
+            compile=args.compile,
+            **settings,
         )
         _print(row)
         if args.evaluate:

@@ -186,7 +186,7 @@ class IquitosTwin(EnvBase):
             state.flows[reset[:, 0]] = 0.0
             state.departure_soc[reset[:, 0]] = 0.0
         flag = torch.zeros(self.num_envs, 1, dtype=torch.bool, device=self.device)
-        return TensorDict(
+        return TensorDict._new_unsafe(
             {
                 "observation": state.observation.clone(),
                 "done": flag,
@@ -197,6 +197,8 @@ class IquitosTwin(EnvBase):
             device=self.device,
         )
 
+    # Outputs are built with TensorDict._new_unsafe (no per-entry validation): every entry is a
+    # fresh tensor of the env's batch size and device, and the validation is half of a B=1 step.
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         state = self._state
         if bool((state.t >= self.hours).any()):
@@ -207,7 +209,7 @@ class IquitosTwin(EnvBase):
             rows = torch.arange(self.num_envs, device=self.device)
             state.flows[rows, state.t - 1] = flows
             state.departure_soc[rows, state.t - 1] = departing_soc
-        return TensorDict(
+        return TensorDict._new_unsafe(
             {
                 "observation": state.observation.clone(),
                 "reward": reward,

@@ -4,7 +4,9 @@ Why plain functions returning rows: ``benchmarks/twin_speed.py`` prints them, an
 ``bench`` command can import :func:`twin_speed_table` (and the others) and render the rows its
 own way. Every timing is wall-clock on this machine with whatever else runs on it: compare rows
 of one call, never rows of different calls. The caller chooses torch's thread count
-(``benchmarks/twin_speed.py`` uses one).
+(``benchmarks/twin_speed.py`` uses one). Rates are given per wall-clock second and per second
+of this process's CPU time (``*_cpu``): on a machine shared with other jobs the CPU-time rate is
+the one that says what the code costs (with one torch thread it is the single-core rate).
 
 What is timed:
 - CityLearn: :class:`~iquitos_lightning.envs.citylearn.IquitosEnv` ``step`` (the Gymnasium env,
@@ -30,8 +32,10 @@ DEFAULT_SITE = "configs/site/iquitos-2026.yaml"
 BATCH_SIZES = (1, 16, 256, 1024)
 
 
-def citylearn_steps_per_second(site: str | Path, data_root: Path, steps: int = 50, seed: int = 0) -> float:
-    """CityLearn's Gymnasium env: steps per second over ``steps`` random steps (after one warm-up step)."""
+def citylearn_steps_per_second(
+    site: str | Path, data_root: Path, steps: int = 50, seed: int = 0
+) -> tuple[float, float]:
+    """CityLearn's Gymnasium env: steps per wall second and per CPU second over ``steps`` random steps."""
     from iquitos_lightning.envs.citylearn import make_iquitos_env
 
     env = make_iquitos_env(site, data_root=data_root)
@@ -40,19 +44,21 @@ def citylearn_steps_per_second(site: str | Path, data_root: Path, steps: int = 5
     steps = min(steps, env.hours - 1)
     actions = rng.uniform(-1.0, 1.0, (steps + 1, env.action_space.shape[0])).astype(np.float32)
     env.step(actions[0])
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for action in actions[1:]:
         env.step(action)
-    return steps / (time.perf_counter() - started)
+    return steps / (time.perf_counter() - started), steps / (time.process_time() - cpu)
 
 
-def twin_steps_per_second(twin: IquitosTwin, seconds: float = 2.0, seed: int = 0) -> float:
-    """Env steps per second (B per call) of ``twin.step`` with random actions for about ``seconds``."""
+def twin_steps_per_second(twin: IquitosTwin, seconds: float = 2.0, seed: int = 0) -> tuple[float, float]:
+    """Env steps (B per call) per wall and per CPU second of ``twin.step``, random actions, about ``seconds``."""
     generator = torch.Generator(device=twin.device).manual_seed(seed)
     shape = twin.action_spec.shape
     actions = [torch.rand(shape, generator=generator, device=twin.device) * 2 - 1 for _ in range(16)]
     twin.reset()
-    calls, started = 0, time.perf_counter()
+    twin.step(TensorDict({"action": actions[0]}, batch_size=twin.batch_size))  # warm-up (compiles if asked)
+    twin.reset()
+    calls, started, cpu = 0, time.perf_counter(), time.process_time()
     while True:
         if int(twin._state.t.max()) >= twin.hours:
             twin.reset()
@@ -60,7 +66,7 @@ def twin_steps_per_second(twin: IquitosTwin, seconds: float = 2.0, seed: int = 0
         calls += 1
         elapsed = time.perf_counter() - started
         if calls >= 5 and elapsed >= seconds:
-            return calls * twin.num_envs / elapsed
+            return calls * twin.num_envs / elapsed, calls * twin.num_envs / (time.process_time() - cpu)
 
 
 def twin_speed_table(
@@ -70,16 +76,29 @@ def twin_speed_table(
     *,
     citylearn_steps: int = 50,
     seconds: float = 2.0,
+    compile: bool = False,
 ) -> list[dict[str, Any]]:
-    """One row for CityLearn and one per twin batch size: env steps per second and speed-up over CityLearn."""
-    citylearn = citylearn_steps_per_second(site, Path(data_root), citylearn_steps)
+    """One row for CityLearn and one per twin batch size: env steps per second and speed-up over CityLearn.
+
+    ``compile``: also time the compiled twin (``IquitosTwin(compile=True)``; about a minute of
+    compilation per batch size, not counted).
+    """
+    wall, cpu = citylearn_steps_per_second(site, Path(data_root), citylearn_steps)
     name = Path(site).stem
-    rows = [{"site": name, "simulator": "citylearn", "num_envs": 1, "steps_per_s": citylearn, "speedup": 1.0}]
-    for envs in batch_sizes:
-        rate = twin_steps_per_second(make_twin(site, data_root=Path(data_root), num_envs=envs), seconds)
-        rows.append(
-            {"site": name, "simulator": "twin", "num_envs": envs, "steps_per_s": rate, "speedup": rate / citylearn}
-        )
+    rows = [
+        {"site": name, "simulator": "citylearn", "num_envs": 1, "steps_per_s": wall, "steps_per_cpu_s": cpu}
+        | {"speedup": 1.0, "speedup_cpu": 1.0}
+    ]
+    for compiled in (False, True) if compile else (False,):
+        for envs in batch_sizes:
+            twin = make_twin(site, data_root=Path(data_root), num_envs=envs, compile=compiled)
+            twin_wall, twin_cpu = twin_steps_per_second(twin, seconds)
+            simulator = "twin_compiled" if compiled else "twin"
+            rows.append(
+                {"site": name, "simulator": simulator, "num_envs": envs}
+                | {"steps_per_s": twin_wall, "steps_per_cpu_s": twin_cpu}
+                | {"speedup": twin_wall / wall, "speedup_cpu": twin_cpu / cpu}
+            )
     return rows
 
 
@@ -132,6 +151,7 @@ def training_speed(
     num_envs: int = 64,
     frames: int = 65_536,
     rollout_steps: int = 128,
+    compile: bool = False,
     **agent_kwargs: Any,
 ) -> dict[str, Any]:
     """Train ``agent`` ("PPO" or "A2C") on ``num_envs`` twin envs for ``frames`` frames, no evaluation: frames/s.
@@ -144,7 +164,9 @@ def training_speed(
     frames_per_batch = num_envs * rollout_steps
     budget = -(-frames // frames_per_batch) * frames_per_batch
     model = agent_class(
-        env=EnvConfig(site=str(site), data_root=str(data_root), backend="twin", num_envs=num_envs),
+        env=EnvConfig(
+            site=str(site), data_root=str(data_root), backend="twin", num_envs=num_envs, compile_twin=compile
+        ),
         rollout=RolloutConfig(
             frame_budget=budget, frames_per_batch=frames_per_batch, eval_every_frames=budget, eval_episodes=0
         ),
@@ -159,9 +181,9 @@ def training_speed(
         enable_checkpointing=False,
         enable_model_summary=False,
     )
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     trainer.fit(model)
-    seconds = time.perf_counter() - started
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu
     return {
         "agent": model,
         "algorithm": agent,
@@ -170,7 +192,9 @@ def training_speed(
         "frames": model.frames_done,
         "updates": model.updates_done,
         "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
         "frames_per_s": model.frames_done / seconds,
+        "frames_per_cpu_s": model.frames_done / cpu_seconds,
         "last_episode_return": model.last_episode_return,
     }
 
@@ -192,8 +216,7 @@ def policy_on_both(
     citylearn_env = make_env(config, evaluation=True)
     twin = make_twin(site, data_root=Path(data_root), record=True)
     steps = twin.hours if steps is None else min(steps, twin.hours)
-    timings = {}
-    rollouts = {}
+    timings, rollouts = {}, {}
     with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
         for name, env in (("twin", twin), ("citylearn", citylearn_env)):
             started = time.perf_counter()
