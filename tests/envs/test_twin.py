@@ -185,3 +185,11 @@ def test_ppo_trained_on_the_twin_scores_the_same_on_citylearn_and_on_the_twin(da
     assert float(twin_rollout["next", "reward"].sum()) == pytest.approx(citylearn_return, rel=STEP_RTOL)
     for name, value in citylearn_kpis.items():
         assert twin_kpis[name] == pytest.approx(value, rel=KPI_RTOL, abs=1e-6), name
+
+
+def test_twin_speed_table_gives_citylearn_and_one_row_per_batch_size(data_root: Path) -> None:
+    from iquitos_lightning.envs.twin_speed import twin_speed_table
+
+    rows = twin_speed_table(TINY, data_root, (1, 4), citylearn_steps=3, seconds=0.05)
+    assert [(row["simulator"], row["num_envs"]) for row in rows] == [("citylearn", 1), ("twin", 1), ("twin", 4)]
+    assert all(row["steps_per_s"] > 0 and row["steps_per_cpu_s"] > 0 for row in rows)
