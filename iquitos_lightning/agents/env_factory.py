@@ -6,18 +6,27 @@ every reset seeded from an episode counter (:class:`EpisodeSeeding`). Seeding ea
 index is what makes resume exact: a checkpoint stores one integer and the resumed run replays the
 same initial states, for Pendulum as for CityLearn, without pickling any simulator.
 The Iquitos env is imported lazily so Gymnasium-only runs never import CityLearn.
+
+Backends of the Iquitos site (``EnvConfig.backend``): ``"citylearn"`` (the reference simulator)
+or ``"twin"`` (:class:`~iquitos_lightning.envs.twin.IquitosTwin`, the same physics as B batched
+envs in torch, proven equal by ``tests/envs/test_twin.py``). The twin only ever trains:
+``make_env(config, evaluation=True)`` always builds CityLearn, so validation, ``test`` and every
+reported KPI come from CityLearn itself.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium as gym
 from torchrl.envs import DoubleToFloat, EnvBase, GymWrapper, RewardSum, StepCounter, TransformedEnv
 
 IQUITOS = "iquitos"
+CITYLEARN = "citylearn"
+TWIN = "twin"
+BACKENDS = (CITYLEARN, TWIN)
 
 
 @dataclass
@@ -34,6 +43,23 @@ class EnvConfig:
     seed: int = 0  # training episode k is reset with seed + k
     eval_seed: int = 10_000  # evaluation episode k is reset with eval_seed + k (same episodes every time)
     max_episode_steps: int | None = None  # Gymnasium ids only: episode length (None: the id's own limit)
+    backend: str = CITYLEARN  # Iquitos training env: "citylearn" or "twin" (evaluation is always CityLearn)
+    num_envs: int = 1  # parallel envs of the twin's batch (backend "twin" only)
+    compile_twin: bool = False  # torch.compile the twin's step: ~1 min to compile, then 3-5x faster at small B
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {self.num_envs}")
+        if self.num_envs > 1 and (self.backend != TWIN or self.name != IQUITOS):
+            raise ValueError("num_envs > 1 needs the twin backend of the Iquitos site")
+
+
+class EpisodeCounter(Protocol):
+    """What checkpoints read and write on a training env: how many resets it has done."""
+
+    resets_done: int
 
 
 class EpisodeSeeding(gym.Wrapper):
@@ -60,7 +86,17 @@ def _make_gym_env(config: EnvConfig) -> gym.Env:
 
 
 def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
-    """The TorchRL env of ``config`` on the CPU; ``evaluation`` picks the evaluation seed stream."""
+    """The TorchRL env of ``config`` on the CPU; ``evaluation`` picks the evaluation seed stream.
+
+    With ``backend="twin"`` the training env is the batched twin (``num_envs`` envs); an
+    evaluation env is always CityLearn.
+    """
+    if config.name == IQUITOS and config.backend == TWIN and not evaluation:
+        from iquitos_lightning.envs.twin import make_torchrl_twin
+
+        return make_torchrl_twin(
+            config.site, data_root=Path(config.data_root), num_envs=config.num_envs, compile=config.compile_twin
+        )
     seeding = EpisodeSeeding(_make_gym_env(config), config.eval_seed if evaluation else config.seed)
     env = TransformedEnv(GymWrapper(seeding, device="cpu"), DoubleToFloat())
     env.append_transform(StepCounter())
@@ -68,8 +104,13 @@ def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
     return env
 
 
-def episode_seeding(env: EnvBase) -> EpisodeSeeding:
-    """The :class:`EpisodeSeeding` wrapper inside an env made by :func:`make_env`."""
+def episode_seeding(env: EnvBase) -> EpisodeCounter:
+    """The :class:`EpisodeSeeding` wrapper inside an env made by :func:`make_env` (the twin itself for the twin:
+    it is deterministic, so its reset counter is all there is to restore)."""
+    from iquitos_lightning.envs.twin import IquitosTwin
+
+    if isinstance(env.base_env, IquitosTwin):
+        return env.base_env
     seeding = env.base_env._env
     if not isinstance(seeding, EpisodeSeeding):
         raise TypeError("env was not built by make_env(): no EpisodeSeeding wrapper inside")
@@ -77,6 +118,9 @@ def episode_seeding(env: EnvBase) -> EpisodeSeeding:
 
 
 def site_env(env: EnvBase) -> Any | None:
-    """The :class:`~iquitos_lightning.envs.citylearn.IquitosEnv` inside ``env``, or None for other tasks."""
-    inner = episode_seeding(env).unwrapped
+    """The :class:`~iquitos_lightning.envs.citylearn.IquitosEnv` inside ``env``; None for other tasks and the twin."""
+    seeding = episode_seeding(env)
+    if not isinstance(seeding, EpisodeSeeding):
+        return None
+    inner = seeding.unwrapped
     return inner if hasattr(inner, "flows") and hasattr(inner, "departures") else None

@@ -24,12 +24,16 @@ def activation_class(name: str) -> type[nn.Module]:
 
 
 def make_actor(env: EnvBase, hidden_sizes: tuple[int, ...], activation: str = "relu") -> ProbabilisticActor:
-    """A TanhNormal policy bounded by the env's action spec; ``action_log_prob`` is written for PPO/A2C."""
+    """A TanhNormal policy bounded by the env's action spec; ``action_log_prob`` is written for PPO/A2C.
+
+    The bounds come from the unbatched spec, so a batched env (the twin) gives [A] bounds that
+    broadcast over any minibatch.
+    """
     action_dim = env.action_spec.shape[-1]
     body = MLP(out_features=2 * action_dim, num_cells=list(hidden_sizes), activation_class=activation_class(activation))
     # biased_softplus keeps the initial scale near 1 and never exactly zero.
     network = nn.Sequential(body, NormalParamExtractor(scale_mapping="biased_softplus_1.0"))
-    spec = env.action_spec
+    spec = env.action_spec_unbatched
     return ProbabilisticActor(
         TensorDictModule(network, in_keys=["observation"], out_keys=["loc", "scale"]),
         in_keys=["loc", "scale"],

@@ -97,6 +97,7 @@ class PPO(RLAgent):
         data["next", "reward"] = data["next", "reward"] * self.reward_scale
         with torch.no_grad():
             self.advantage_module(data)
+        data = data.reshape(-1)  # [envs, time] of a batched env (the twin) -> one pool of transitions
         losses: list[dict[str, torch.Tensor]] = []
         for _ in range(self.epochs):
             for indices in torch.randperm(data.numel(), device=data.device).split(self.minibatch_size):

@@ -35,14 +35,11 @@ from citylearn.citylearn import CityLearnEnv
 from citylearn.reward_function import RewardFunction
 
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
+from iquitos_lightning.envs.site_tables import build_site_tables, observation_vector
 from iquitos_lightning.envs.state import DEPARTURE_COLUMNS, FLOW_COLUMNS, SiteState
 from iquitos_lightning.site.build import build_site, charger_id, ev_name
-from iquitos_lightning.site.config import HOURS_PER_DAY, SiteConfig, load_site_config
+from iquitos_lightning.site.config import SiteConfig, load_site_config
 from iquitos_lightning.site.series import SiteSeries
-
-FORECAST_STEPS = (1, 2, 3)
-CALENDAR_FEATURES = ("hour_sin", "hour_cos", "day_type_sin", "day_type_cos", "month_sin", "month_cos")
-SOCKET_FEATURES = ("connected", "soc", "required_soc", "hours_to_departure")
 
 
 class NullReward(RewardFunction):
@@ -62,6 +59,7 @@ class IquitosEnv(gym.Env):
     charger_efficiency = 1.0
 
     def __init__(self, schema_path: Path, series: SiteSeries, reward_weights: RewardWeights | None = None) -> None:
+        self.schema_path = Path(schema_path)
         self.series = series
         self.site_config: SiteConfig = series.config
         self.reward_weights = reward_weights or RewardWeights()
@@ -84,62 +82,24 @@ class IquitosEnv(gym.Env):
 
     # ----- static tables -------------------------------------------------------------------
     def _precompute(self) -> None:
-        """Per-step session facts [T, S] and the constant part of the observations."""
-        series, hours, sockets = self.series, self.hours, self.sockets
-        sessions = series.sessions
-        self.session_of = np.full((hours, sockets), -1, dtype=np.int64)
-        self.hours_to_departure = np.zeros((hours, sockets), dtype=np.int64)
-        self.required_soc = np.zeros((hours, sockets))
-        for index, (socket, arrival, departure, _, required) in enumerate(sessions.itertuples(index=False)):
-            steps = np.arange(int(arrival), min(int(departure), hours))
-            self.session_of[steps, socket] = index
-            self.hours_to_departure[steps, socket] = int(departure) - steps
-            self.required_soc[steps, socket] = required
-        self.connected = self.session_of >= 0
-        self.departing = [[] for _ in range(hours)]  # sessions leaving at the start of step t+1
-        for index, departure in enumerate(sessions["departure_step"].to_numpy(int)):
-            if 1 <= departure <= hours:
-                self.departing[departure - 1].append(index)
-        self.battery_kwh = series.socket_battery_kwh
+        """Per-step session facts [T, S] and the constant part of the observations (shared with the twin)."""
+        tables = build_site_tables(self.series, self.reward_scales)
+        self.tables = tables
+        self.session_of = tables.session_of
+        self.connected = tables.connected
+        self.hours_to_departure = tables.hours_to_departure
+        self.required_soc = tables.required_soc
+        self.departing = tables.departing
+        self.exogenous = tables.exogenous
+        self.hour_of_step = tables.hour_of_step
+        self.observation_names = tables.observation_names
+        self.dwell_scale = tables.dwell_scale
+        sessions = self.series.sessions
+        self.battery_kwh = self.series.socket_battery_kwh
         self.session_socket = sessions["socket"].to_numpy(int)
         self.session_arrival_soc = sessions["arrival_soc"].to_numpy(float)
         self.session_required_soc = sessions["required_soc"].to_numpy(float)
-        self.charger_kw = series.socket_charger_kw
-
-        config = self.site_config
-        times = pd.date_range(f"{config.calendar.year}-01-01", periods=hours, freq="h")
-        hour = times.hour.to_numpy()
-        day = times.dayofweek.to_numpy()
-        month = times.month.to_numpy() - 1
-        calendar = [
-            np.sin(2 * np.pi * hour / HOURS_PER_DAY),
-            np.cos(2 * np.pi * hour / HOURS_PER_DAY),
-            np.sin(2 * np.pi * day / 7),
-            np.cos(2 * np.pi * day / 7),
-            np.sin(2 * np.pi * month / 12),
-            np.cos(2 * np.pi * month / 12),
-        ]
-        pv_scale = config.pv.ac_limit_kw
-        mall_scale = max(float(series.mall_kw.max()), 1e-9)
-        price_scale = self.reward_scales.max_price
-        exogenous = [*calendar]
-        names = list(CALENDAR_FEATURES)
-        for name, values, scale in (
-            ("pv", series.pv_kw, pv_scale),
-            ("mall", series.mall_kw, mall_scale),
-            ("price", series.price_per_kwh, price_scale),
-        ):
-            for ahead in (0, *FORECAST_STEPS):
-                shifted = np.concatenate([values[ahead:], np.repeat(values[-1:], ahead)])
-                exogenous.append(shifted / scale)
-                names.append(name if ahead == 0 else f"{name}_forecast_{ahead}")
-        exogenous.append(series.carbon_intensity_kg_per_kwh / self.reward_scales.max_carbon)
-        names.append("carbon_intensity")
-        self.exogenous = np.column_stack(exogenous).astype(np.float32)
-        self.hour_of_step = hour
-        names.append("bess_soc")
-        self.observation_names = names + [f"{f}_{s}" for s in range(self.sockets) for f in SOCKET_FEATURES]
-        self.dwell_scale = float(config.ev.dwell_max_h)
+        self.charger_kw = self.series.socket_charger_kw
 
     # ----- gymnasium API ---------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
@@ -264,15 +224,7 @@ class IquitosEnv(gym.Env):
 
     def _observation(self) -> np.ndarray:
         t = min(self.time_step, self.hours - 1)
-        sockets = np.column_stack(
-            [
-                self.connected[t].astype(float),
-                self._socket_soc,
-                self.required_soc[t],
-                self.hours_to_departure[t] / self.dwell_scale,
-            ]
-        ).reshape(-1)
-        return np.concatenate([self.exogenous[t], [self._bess_soc()], sockets]).astype(np.float32)
+        return observation_vector(self.tables, t, self._bess_soc(), self._socket_soc)
 
 
 def _site_config(site: str | Path | SiteConfig) -> SiteConfig:

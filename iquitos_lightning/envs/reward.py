@@ -6,14 +6,35 @@ and logged alone. The step reward is the weighted MEAN of the terms (weights / t
 stays in about [-1, 1] too. No term pays for waste: EV energy counts only up to what the EV still
 needs, PV counts as used only when it meets a useful sink, and importing costs CO2 and money
 whatever it feeds (charging the BESS from the grid for nothing is pure loss).
+
+Every term is array-generic: the fields of :class:`StepOutcome` may be Python floats (the
+CityLearn env, one step), numpy arrays or torch tensors (the batched twin, one value per env), so
+the twin computes its reward with these very functions instead of a copy of the formulas.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
 
 from iquitos_lightning.site.series import SiteSeries
+
+# A float, a numpy array or a torch tensor: the terms below use only arithmetic and _clip.
+Value = Any
+
+
+def _clip(value: Value, low: float | None = None, high: float | None = None) -> Value:
+    """``min(max(value, low), high)`` for a float, a numpy array or a torch tensor (``clamp``)."""
+    if isinstance(value, int | float):
+        if low is not None:
+            value = max(value, low)
+        return value if high is None else min(value, high)
+    if hasattr(value, "clamp"):
+        return value.clamp(low, high)
+    return np.clip(value, low, high)
 
 
 @dataclass
@@ -63,48 +84,48 @@ class RewardScales:
 
 @dataclass
 class StepOutcome:
-    """What one hour did, as the reward needs it (kW = kWh for hourly steps)."""
+    """What one hour did, as the reward needs it (kW = kWh for hourly steps); floats or one value per env."""
 
-    grid_import_kw: float
-    pv_kw: float
-    mall_kw: float
-    bess_charge_kw: float
-    ev_useful_kwh: float  # grid-side EV energy that was still needed to reach the required SOCs
-    departing_unmet_kwh: float  # battery-side energy missing for the EVs that leave after this hour
-    price_per_kwh: float
-    carbon_intensity_kg_per_kwh: float
+    grid_import_kw: Value
+    pv_kw: Value
+    mall_kw: Value
+    bess_charge_kw: Value
+    ev_useful_kwh: Value  # grid-side EV energy that was still needed to reach the required SOCs
+    departing_unmet_kwh: Value  # battery-side energy missing for the EVs that leave after this hour
+    price_per_kwh: Value
+    carbon_intensity_kg_per_kwh: Value
 
 
-def co2_term(outcome: StepOutcome, scales: RewardScales) -> float:
+def co2_term(outcome: StepOutcome, scales: RewardScales) -> Value:
     """-(import x carbon intensity) / (max import x max intensity): in [-1, 0]; export never counts."""
     return -outcome.grid_import_kw * outcome.carbon_intensity_kg_per_kwh / (scales.max_import_kw * scales.max_carbon)
 
 
-def cost_term(outcome: StepOutcome, scales: RewardScales) -> float:
+def cost_term(outcome: StepOutcome, scales: RewardScales) -> Value:
     """-(import x price) / (max import x max price): in [-1, 0]; export earns nothing."""
     return -outcome.grid_import_kw * outcome.price_per_kwh / (scales.max_import_kw * scales.max_price)
 
 
-def solar_term(outcome: StepOutcome, scales: RewardScales) -> float:
+def solar_term(outcome: StepOutcome, scales: RewardScales) -> Value:
     """-(PV not absorbed by a useful sink) / PV AC limit: in [-1, 0].
 
     Useful sinks are the mall, the EV energy still needed and the BESS charge; PV pushed into EVs
     beyond their required SOC, or exported, is wasted and counts against.
     """
     useful_sink = outcome.mall_kw + outcome.ev_useful_kwh + outcome.bess_charge_kw
-    return -max(outcome.pv_kw - useful_sink, 0.0) / scales.pv_max_kw
+    return -_clip(outcome.pv_kw - useful_sink, 0.0) / scales.pv_max_kw
 
 
-def ev_term(outcome: StepOutcome, scales: RewardScales) -> float:
+def ev_term(outcome: StepOutcome, scales: RewardScales) -> Value:
     """(needed EV energy delivered - energy missing at departure) / all sockets' power: about [-1, 1].
 
     Charging beyond the required SOC adds nothing; an EV leaving short costs its whole gap once.
     """
     value = (outcome.ev_useful_kwh - outcome.departing_unmet_kwh) / scales.ev_power_kw
-    return max(-1.0, min(1.0, value))
+    return _clip(value, -1.0, 1.0)
 
 
-def grid_term(outcome: StepOutcome, scales: RewardScales) -> float:
+def grid_term(outcome: StepOutcome, scales: RewardScales) -> Value:
     """-(import / max import)^2: in [-1, 0]; quadratic, so flattening import peaks pays most."""
     return -((outcome.grid_import_kw / scales.max_import_kw) ** 2)
 
@@ -112,12 +133,12 @@ def grid_term(outcome: StepOutcome, scales: RewardScales) -> float:
 REWARD_TERMS = {"co2": co2_term, "cost": cost_term, "solar": solar_term, "ev": ev_term, "grid": grid_term}
 
 
-def reward_terms(outcome: StepOutcome, scales: RewardScales) -> dict[str, float]:
+def reward_terms(outcome: StepOutcome, scales: RewardScales) -> dict[str, Value]:
     """Every term's value for one step (before weighting)."""
     return {name: term(outcome, scales) for name, term in REWARD_TERMS.items()}
 
 
-def weighted_reward(terms: dict[str, float], weights: RewardWeights) -> float:
+def weighted_reward(terms: dict[str, Value], weights: RewardWeights) -> Value:
     """The weighted mean of the terms: sum(w_i x term_i) / sum(w_i)."""
     weight = asdict(weights)
     return sum(weight[name] * value for name, value in terms.items()) / weights.total

@@ -1,0 +1,195 @@
+"""The batched twin against the real CityLearn env on the tiny site's whole episode (168 h, 4 sockets).
+
+Equality is asserted at 1e-5 relative per step (observations, rewards) and 0.1 % on the KPIs, as
+the issue asks; on this site the twin is in fact bit-equal to CityLearn in observations and flows
+(rewards differ only by the float32 cast every TorchRL env applies).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import lightning.pytorch as pl
+import numpy as np
+import pytest
+import torch
+from tensordict import TensorDict
+from torchrl.envs import ExplorationType, set_exploration_type
+from torchrl.envs.utils import step_mdp
+
+from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
+from iquitos_lightning.agents.env_factory import make_env, site_env
+from iquitos_lightning.control.kpis import compute_kpis
+from iquitos_lightning.control.references import RuleBasedController, UncontrolledController
+from iquitos_lightning.envs.citylearn import IquitosEnv, make_iquitos_env
+from iquitos_lightning.envs.twin import IquitosTwin
+from iquitos_lightning.envs.twin_equivalence import citylearn_trajectory, compare, twin_trajectories
+from iquitos_lightning.site.build import SCHEMA_FILE, build_site
+from iquitos_lightning.site.config import load_site_config
+
+TINY = Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml"
+STEP_RTOL = 1e-5  # per-step observations and rewards
+KPI_RTOL = 1e-3  # yearly KPIs: 0.1 %
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("data")
+
+
+@pytest.fixture(scope="module")
+def citylearn(data_root: Path) -> IquitosEnv:
+    return make_iquitos_env(TINY, data_root=data_root)
+
+
+def random_source(seed: int):
+    rng = np.random.default_rng(seed)
+    return lambda observation, state: rng.uniform(-1.0, 1.0, 1 + len(state.socket_connected))
+
+
+def controller_source(controller):
+    return lambda observation, state: controller.act(state)
+
+
+def assert_equivalent(errors: dict[str, float], label: str) -> None:
+    assert errors["observation"] <= STEP_RTOL, (label, errors)
+    assert errors["reward"] <= STEP_RTOL, (label, errors)
+    assert errors["flows"] <= STEP_RTOL and errors["departures"] <= STEP_RTOL, (label, errors)
+    assert errors["kpi"] <= KPI_RTOL, (label, errors)
+
+
+def test_twin_replays_random_uncontrolled_and_rule_based_years_as_citylearn(citylearn: IquitosEnv) -> None:
+    config = citylearn.site_config
+    sources = {
+        "random": random_source(0),
+        "random_bess_extremes": lambda observation, state: np.sign(random_source(1)(observation, state)),
+        "uncontrolled": controller_source(UncontrolledController(config)),
+        "rule_based": controller_source(RuleBasedController(config)),
+    }
+    references = {name: citylearn_trajectory(citylearn, source) for name, source in sources.items()}
+    # One batched twin runs the four sequences side by side (one env each).
+    twin = IquitosTwin(citylearn.schema_path, citylearn.series, num_envs=len(sources), record=True)
+    replays = twin_trajectories(twin, np.stack([run.actions for run in references.values()]))
+    for (name, reference), replay in zip(references.items(), replays, strict=True):
+        assert len(reference.rewards) == config.hours
+        assert_equivalent(compare(reference, replay), name)
+        np.testing.assert_array_equal(reference.observations, replay.observations)  # bit-equal on this site
+    # The runs really differ from each other (the comparison is not vacuous).
+    assert references["rule_based"].kpis["co2_kg"] < references["uncontrolled"].kpis["co2_kg"]
+    assert references["random"].kpis["bess_equivalent_full_cycles"] > 0
+
+
+def test_twin_matches_citylearn_with_efficiency_and_power_curves_standby_loss_and_fade(
+    citylearn: IquitosEnv, tmp_path: Path
+) -> None:
+    """CityLearn's battery features the site leaves flat, switched on in a copy of the schema."""
+    folder = tmp_path / "curved"
+    shutil.copytree(citylearn.schema_path.parent, folder)
+    schema = json.loads((folder / SCHEMA_FILE).read_text())
+    bess = schema["buildings"]["mall"]["electrical_storage"]["attributes"]
+    bess["power_efficiency_curve"] = [[0.0, 0.83], [0.3, 0.83], [0.7, 0.9], [0.8, 0.9], [1.0, 0.85]]
+    bess["capacity_power_curve"] = [[0.0, 1.0], [0.8, 1.0], [1.0, 0.2]]
+    bess["loss_coefficient"] = 0.004
+    bess["capacity_loss_coefficient"] = 1e-3
+    for vehicle in schema["electric_vehicles_def"].values():
+        vehicle["battery"]["attributes"]["capacity_power_curve"] = [[0.0, 1.0], [0.7, 1.0], [1.0, 0.3]]
+        vehicle["battery"]["attributes"]["power_efficiency_curve"] = [[0.0, 0.9], [1.0, 0.95]]
+    (folder / SCHEMA_FILE).write_text(json.dumps(schema))
+    curved = IquitosEnv(folder / SCHEMA_FILE, citylearn.series)
+    reference = citylearn_trajectory(curved, random_source(2))
+    twin = IquitosTwin(folder / SCHEMA_FILE, citylearn.series, record=True)
+    (replay,) = twin_trajectories(twin, reference.actions[None])
+    assert_equivalent(compare(reference, replay), "curved")
+    flat = citylearn_trajectory(citylearn, random_source(2))
+    assert abs(flat.kpis["grid_import_kwh"] - reference.kpis["grid_import_kwh"]) > 1.0  # the curves matter
+
+
+def test_partial_reset_restarts_only_the_masked_envs(citylearn: IquitosEnv) -> None:
+    pair = IquitosTwin(citylearn.schema_path, citylearn.series, num_envs=2)
+    single = IquitosTwin(citylearn.schema_path, citylearn.series, num_envs=1)
+    first = pair.reset()
+    single.reset()
+    ones = torch.ones(1, pair.action_spec.shape[-1])
+    pair_action = TensorDict({"action": ones.expand(2, -1)}, batch_size=[2])
+    single_action = TensorDict({"action": ones}, batch_size=[1])
+    for _ in range(12):
+        current = step_mdp(pair.step(pair_action.clone()))
+        single.step(single_action.clone())
+    current["_reset"] = torch.tensor([[True], [False]])
+    reset = pair.reset(current)
+    np.testing.assert_array_equal(reset["observation"][0], first["observation"][0])
+    np.testing.assert_array_equal(reset["observation"][1], current["observation"][1])
+    assert pair._state.t.tolist() == [0, 12]
+    restarted = pair.step(pair_action.clone())["next", "observation"]
+    continued = single.step(single_action.clone())["next", "observation"]
+    np.testing.assert_array_equal(restarted[1], continued[0])  # env 1 went on untouched
+    fresh = IquitosTwin(citylearn.schema_path, citylearn.series, num_envs=1)
+    fresh.reset()
+    np.testing.assert_array_equal(restarted[0], fresh.step(single_action.clone())["next", "observation"][0])
+
+
+def test_make_env_trains_on_the_twin_and_always_evaluates_on_citylearn(data_root: Path) -> None:
+    config = EnvConfig(site=str(TINY), data_root=str(data_root), backend="twin", num_envs=3)
+    train = make_env(config)
+    assert isinstance(train.base_env, IquitosTwin) and train.batch_size == torch.Size([3])
+    rollout = train.rollout(5)
+    assert rollout.shape == (3, 5) and ("next", "episode_reward") in rollout.keys(True)
+    assert site_env(make_env(config, evaluation=True)) is not None  # CityLearn's IquitosEnv
+    with pytest.raises(ValueError):
+        EnvConfig(backend="gpu")
+    with pytest.raises(ValueError):
+        EnvConfig(num_envs=4)  # several envs need the twin
+
+
+def test_ppo_trained_on_the_twin_scores_the_same_on_citylearn_and_on_the_twin(data_root: Path) -> None:
+    hours = load_site_config(TINY).hours
+    torch.manual_seed(0)
+    agent = PPO(
+        env=EnvConfig(site=str(TINY), data_root=str(data_root), backend="twin", num_envs=8),
+        rollout=RolloutConfig(
+            frame_budget=8 * hours, frames_per_batch=8 * hours, eval_every_frames=8 * hours, eval_episodes=1
+        ),
+        hidden_sizes=(32, 32),
+        epochs=2,
+        minibatch_size=336,
+    )
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        max_epochs=-1,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(agent)
+    assert agent.frames_done == 8 * hours and agent.episodes_done == 8
+    assert trainer.callback_metrics["val/episode_length"] == hours  # validated on CityLearn
+
+    # The policy, deterministic, closed loop on each simulator: same trajectory, same KPIs.
+    citylearn_return, citylearn_rollout = agent.evaluate_episode(0)
+    citylearn_env = site_env(agent.eval_env)
+    citylearn_kpis = compute_kpis(citylearn_env.flows(), citylearn_env.departures(), citylearn_env.site_config)
+    build = build_site(load_site_config(TINY), data_root / "tiny", progress=False)
+    twin = IquitosTwin(build.schema_path, build.series, record=True)
+    with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+        twin_rollout = twin.rollout(hours + 1, agent.actor, break_when_any_done=True)
+    twin_kpis = compute_kpis(twin.flows(), twin.departures(), twin.site_config)
+    assert twin_rollout.shape == (1, hours)
+    np.testing.assert_allclose(
+        twin_rollout["next", "observation"][0], citylearn_rollout["next", "observation"], rtol=STEP_RTOL
+    )
+    np.testing.assert_allclose(twin_rollout["next", "reward"][0], citylearn_rollout["next", "reward"], rtol=STEP_RTOL)
+    assert float(twin_rollout["next", "reward"].sum()) == pytest.approx(citylearn_return, rel=STEP_RTOL)
+    for name, value in citylearn_kpis.items():
+        assert twin_kpis[name] == pytest.approx(value, rel=KPI_RTOL, abs=1e-6), name
+
+
+def test_twin_speed_table_gives_citylearn_and_one_row_per_batch_size(data_root: Path) -> None:
+    from iquitos_lightning.envs.twin_speed import twin_speed_table
+
+    rows = twin_speed_table(TINY, data_root, (1, 4), citylearn_steps=3, seconds=0.05)
+    assert [(row["simulator"], row["num_envs"]) for row in rows] == [("citylearn", 1), ("twin", 1), ("twin", 4)]
+    assert all(row["steps_per_s"] > 0 and row["steps_per_cpu_s"] > 0 for row in rows)
