@@ -41,7 +41,11 @@ def _project_parser() -> argparse.ArgumentParser:
     compare.add_argument("--site", type=Path, default=DEFAULT_SITE, help="site profile YAML (default: %(default)s)")
     compare.add_argument("--agents", default="sac,ppo,a2c", help="comma-separated agents (default: %(default)s)")
     compare.add_argument("--seeds", type=int, default=3, help="seeds per agent: 0..N-1 (default: %(default)s)")
-    compare.add_argument("--frames", type=int, required=True, help="training frames per run (rounded up to rollouts)")
+    compare.add_argument(
+        "--frames",
+        required=True,
+        help="training frames per run, rounded up to whole rollouts: N, or per agent sac=N,ppo=N,a2c=N",
+    )
     compare.add_argument("--profile", default="cpu", help="training profile: configs/<agent>_<profile>.yaml")
     compare.add_argument("--jobs", type=int, default=1, help="runs trained at once (default: %(default)s)")
     compare.add_argument("--results", type=Path, default=Path("results"), help="results root (default: %(default)s)")
@@ -119,14 +123,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_calibration(result)
         return 0
     if namespace.command == "compare":
-        from iquitos_lightning.experiments.compare import CompareError, run_compare
+        from iquitos_lightning.experiments.compare import CompareError, parse_frames, run_compare
 
+        agents = [agent.strip() for agent in namespace.agents.split(",") if agent.strip()]
         try:
             run_compare(
                 namespace.site,
-                [agent.strip() for agent in namespace.agents.split(",") if agent.strip()],
+                agents,
                 namespace.seeds,
-                namespace.frames,
+                parse_frames(namespace.frames, agents),
                 namespace.profile,
                 namespace.results,
                 namespace.runs,

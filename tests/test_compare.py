@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from iquitos_lightning.experiments.compare import CompareError, overrides_for, plan_runs
+from iquitos_lightning.experiments.compare import CompareError, overrides_for, parse_frames, plan_runs
 from iquitos_lightning.report.comparison import comparison_markdown, comparison_rows, gap_closed_pct
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,6 +63,12 @@ def test_budget_rounds_up_to_whole_rollouts_and_bad_arguments_are_refused(tmp_pa
     budgets = {(spec.agent, spec.seed): spec.frame_budget for spec in specs}
     assert budgets == {("a2c", 0): 120, ("a2c", 1): 120, ("ppo", 0): 128, ("ppo", 1): 128}  # a2c rollouts of 24
     assert specs[1].run_dir == tmp_path / "tiny" / "a2c-seed1"
+    assert parse_frames("100", ["sac", "ppo"]) == {"sac": 100, "ppo": 100}
+    assert parse_frames("sac=5,ppo=7,a2c=9", ["sac", "ppo"]) == {"sac": 5, "ppo": 7}
+    with pytest.raises(CompareError, match="no budget for ppo"):
+        parse_frames("sac=5", ["sac", "ppo"])
+    per_agent = plan_runs(TINY, ["a2c", "ppo"], 1, {"a2c": 30, "ppo": 3000}, "cpu", tmp_path)
+    assert [spec.frame_budget for spec in per_agent] == [48, 5840]  # ppo_cpu rollouts are 2,920 frames
     with pytest.raises(CompareError, match="unknown agent"):
         plan_runs(TINY, ["dqn"], 1, 100, "cpu", tmp_path)
     with pytest.raises(CompareError, match="no training profile"):

@@ -105,6 +105,20 @@ def profile_path(agent: str, profile: str, configs: Path = Path("configs")) -> P
 FRAMES_PER_BATCH = "model.init_args.rollout.frames_per_batch"
 
 
+def parse_frames(text: str, agents: list[str]) -> dict[str, int]:
+    """``--frames``: one budget for every agent (``8760``) or one per agent (``sac=43800,ppo=1000000``)."""
+    try:
+        if "=" not in text:
+            return dict.fromkeys(agents, int(text))
+        budgets = {name.strip(): int(value) for name, value in (part.split("=", 1) for part in text.split(","))}
+    except ValueError as error:
+        raise CompareError(f"--frames {text!r} is not N or agent=N,agent=N ({error})") from error
+    missing = [agent for agent in agents if agent not in budgets]
+    if missing:
+        raise CompareError(f"--frames {text!r} gives no budget for {', '.join(missing)}")
+    return {agent: budgets[agent] for agent in agents}
+
+
 def overrides_for(agent: str, overrides: list[str]) -> dict[str, str]:
     """The ``fit`` overrides that apply to ``agent``: ``key=value`` for all agents, ``agent:key=value`` for one."""
     applicable: dict[str, str] = {}
@@ -124,17 +138,18 @@ def plan_runs(
     site_path: Path,
     agents: list[str],
     seeds: int,
-    frames: int,
+    frames: int | dict[str, int],
     profile: str,
     runs_root: Path,
     extra_overrides: list[str] | None = None,
     configs: Path = Path("configs"),
 ) -> list[RunSpec]:
-    """The runs of a comparison, in order (agent by agent, seed by seed)."""
+    """The runs of a comparison, in order (agent by agent, seed by seed); ``frames`` is one budget or one per agent."""
     unknown = [agent for agent in agents if agent not in AGENTS]
     if unknown:
         raise CompareError(f"unknown agent(s) {unknown}: choose from {', '.join(AGENTS)}")
-    if seeds < 1 or frames < 1:
+    budgets = frames if isinstance(frames, dict) else dict.fromkeys(agents, frames)
+    if seeds < 1 or min(budgets.values()) < 1:
         raise CompareError(f"--seeds and --frames must be positive (got {seeds}, {frames})")
     site_name = load_site_config(site_path).name
     specs = []
@@ -143,7 +158,7 @@ def plan_runs(
         init_args = yaml.safe_load(path.read_text())["model"]["init_args"]
         agent_overrides = overrides_for(agent, extra_overrides or [])
         per_batch = int(agent_overrides.get(FRAMES_PER_BATCH, init_args["rollout"]["frames_per_batch"]))
-        budget = math.ceil(frames / per_batch) * per_batch
+        budget = math.ceil(budgets[agent] / per_batch) * per_batch
         for seed in range(seeds):
             run_dir = runs_root / site_name / f"{agent}-seed{seed}"
             overrides = [
@@ -265,7 +280,7 @@ def run_compare(
     site_path: Path,
     agents: list[str],
     seeds: int,
-    frames: int,
+    frames: int | dict[str, int],
     profile: str,
     results_root: Path,
     runs_root: Path,
