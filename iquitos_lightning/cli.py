@@ -8,7 +8,11 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
 - a ``checkpoint`` group (:class:`~iquitos_lightning.agents.checkpointing.FrameCheckpoint`: every N
   env frames plus ``last``; its folder defaults to ``<logger save_dir>/<name>/checkpoints`` so
   ``fit --ckpt_path last`` finds it from one run version to the next);
-- GPU-only settings adapted to a CPU machine once (:mod:`iquitos_lightning.agents.devices`).
+- GPU-only settings adapted to a CPU machine once (:mod:`iquitos_lightning.agents.devices`);
+- crash-safe checkpoint files (:class:`~iquitos_lightning.checkpoint_io.SafeCheckpointIO` is the
+  default ``trainer.plugins``) and one-line errors: a :class:`~iquitos_lightning.errors.ProjectError`
+  anywhere in the chain is printed as ``error: ...`` with its exit status, never as a traceback;
+  a run stopped by Ctrl-C exits with 130 after its checkpoint is saved.
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ from lightning.pytorch.utilities import rank_zero_warn
 from iquitos_lightning.agents import RLAgent
 from iquitos_lightning.agents.checkpointing import FrameCheckpoint
 from iquitos_lightning.agents.devices import AcceleratorUnavailable, adapt_to_machine
+from iquitos_lightning.errors import INTERRUPTED_EXIT_CODE, find_project_error, one_line
 
 DEFAULT_LOGGER = {
     "class_path": "lightning.pytorch.loggers.CSVLogger",
     "init_args": {"save_dir": "runs", "name": "agent"},
 }
+SAFE_CHECKPOINT_IO = {"class_path": "iquitos_lightning.checkpoint_io.SafeCheckpointIO"}
 
 
 class IquitosLightningCLI(LightningCLI):
@@ -39,6 +45,7 @@ class IquitosLightningCLI(LightningCLI):
                 "trainer.num_sanity_val_steps": 0,
                 "trainer.log_every_n_steps": 1,
                 "trainer.logger": DEFAULT_LOGGER,
+                "trainer.plugins": [SAFE_CHECKPOINT_IO],
             }
         )
 
@@ -73,7 +80,7 @@ def run_lightning_cli(args: list[str]) -> int:
     saved_argv = sys.argv
     sys.argv = saved_argv[:1]  # LightningCLI reads `args`; a second copy in sys.argv only makes it warn
     try:
-        IquitosLightningCLI(
+        cli = IquitosLightningCLI(
             RLAgent,
             subclass_mode_model=True,
             args=args,
@@ -86,6 +93,29 @@ def run_lightning_cli(args: list[str]) -> int:
         return 2
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    except KeyboardInterrupt:
+        print("interrupted before training started: nothing to save", file=sys.stderr)
+        return INTERRUPTED_EXIT_CODE
+    except Exception as error:
+        project_error = find_project_error(error)
+        if project_error is None:
+            raise
+        print(f"error: {one_line(project_error)}", file=sys.stderr)
+        return project_error.exit_code
     finally:
         sys.argv = saved_argv
-    return 0
+    return _interrupted_exit_code(cli)
+
+
+def _interrupted_exit_code(cli: LightningCLI) -> int:
+    """130 with where the checkpoint is when the run was stopped by Ctrl-C, else 0."""
+    trainer = getattr(cli, "trainer", None)
+    checkpoint = getattr(trainer, "checkpoint_callback", None)
+    if not isinstance(checkpoint, FrameCheckpoint) or not checkpoint.interrupted:
+        return 0
+    print(
+        f"interrupted: checkpoint saved to {checkpoint.last_model_path or checkpoint.dirpath}; "
+        "resume with the same command and --ckpt_path last",
+        file=sys.stderr,
+    )
+    return INTERRUPTED_EXIT_CODE

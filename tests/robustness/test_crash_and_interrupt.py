@@ -1,0 +1,91 @@
+"""Crash and interrupt, in real processes: Ctrl-C saves and exits 130; kill -9 mid-write keeps the last checkpoint."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from robust_testkit import REPO, child_env, load, pendulum_sac_args
+
+from iquitos_lightning.atomic_files import TEMP_SUFFIX
+from iquitos_lightning.checkpoint_io import SafeCheckpointIO
+
+START_TIMEOUT_S = 180
+
+
+def _start(args: list[str]) -> subprocess.Popen:
+    command = [sys.executable, "-m", "iquitos_lightning", *args]
+    return subprocess.Popen(
+        command, cwd=REPO, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _wait_for(condition, child: subprocess.Popen, poll_s: float) -> None:  # noqa: ANN001 - a zero-argument predicate
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not condition():
+        if child.poll() is not None:
+            raise AssertionError(f"the run ended early ({child.returncode}):\n{child.stderr.read()}")
+        if time.monotonic() > deadline:
+            child.kill()
+            raise AssertionError("the run never reached the expected point")
+        time.sleep(poll_s)
+
+
+def test_ctrl_c_stops_after_the_rollout_saves_a_consistent_checkpoint_and_exits_130(tmp_path: Path) -> None:
+    checkpoints = tmp_path / "checkpoints"
+    child = _start(pendulum_sac_args(tmp_path, frame_budget=1_000_000))
+    _wait_for(lambda: (checkpoints / "last.ckpt").exists(), child, poll_s=0.05)
+    child.send_signal(signal.SIGINT)
+    _, stderr = child.communicate(timeout=120)
+
+    assert child.returncode == 130, stderr
+    assert "interrupted: checkpoint saved to" in stderr and "--ckpt_path last" in stderr
+    assert "Traceback" not in stderr
+    state = load(checkpoints / "last.ckpt")["rl_state"]
+    # Saved at a rollout boundary with every update of that rollout made: one update per frame after the
+    # first 50 random frames, so the counters agree exactly (an interrupt mid-update would break this).
+    assert state["frames_done"] % 50 == 0 and state["frames_done"] >= 100
+    assert state["updates_done"] == state["frames_done"]
+    assert len(state["agent"]["replay_buffer"]["data"]["observation"]) == state["frames_done"]
+
+
+def test_kill_9_in_the_middle_of_a_checkpoint_write_keeps_last_loadable_and_fit_resumes(tmp_path: Path) -> None:
+    checkpoints = tmp_path / "checkpoints"
+    # 1024-wide networks make each checkpoint ~45 MB, so a write lasts long enough to be caught in the act.
+    big = {"every_n_frames": 50, "hidden": 1024, "updates_per_frame": 0.04}
+    child = _start(pendulum_sac_args(tmp_path, frame_budget=1_000_000, **big))
+
+    def writing_a_checkpoint() -> bool:
+        partial = [path for path in checkpoints.glob(f"*.ckpt.*{TEMP_SUFFIX}") if ".link" not in path.name]
+        return bool(partial) and (checkpoints / "last.ckpt").exists()
+
+    _wait_for(writing_a_checkpoint, child, poll_s=0.001)
+    child.kill()
+    child.communicate(timeout=60)
+    assert child.returncode == -signal.SIGKILL
+    assert list(checkpoints.glob(f"*{TEMP_SUFFIX}")), "the kill should have interrupted a write"
+
+    last = checkpoints / "last.ckpt"
+    frames_at_kill = SafeCheckpointIO().load_checkpoint(last)["rl_state"]["frames_done"]
+    assert frames_at_kill >= 50
+
+    resumed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iquitos_lightning",
+            *pendulum_sac_args(tmp_path, frame_budget=frames_at_kill + 100, **big),
+            "--ckpt_path=last",
+        ],
+        cwd=REPO,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert not list(checkpoints.glob(f"*{TEMP_SUFFIX}"))  # the killed write's leftover was cleaned up
+    assert load(last)["rl_state"]["frames_done"] == frames_at_kill + 100
