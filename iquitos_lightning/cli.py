@@ -12,12 +12,16 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
 - crash-safe checkpoint files (:class:`~iquitos_lightning.checkpoint_io.SafeCheckpointIO` is the
   default ``trainer.plugins``) and one-line errors: a :class:`~iquitos_lightning.errors.ProjectError`
   anywhere in the chain is printed as ``error: ...`` with its exit status, never as a traceback;
-  a run stopped by Ctrl-C exits with 130 after its checkpoint is saved.
+  a run stopped by Ctrl-C exits with 130 after its checkpoint is saved;
+- an explicit ``--ckpt_path`` is checked before anything is built, and its hyperparameters never
+  replace the command line's (plain LightningCLI merges them in, so a checkpoint of another agent
+  fails inside jsonargparse and one of another env silently switches the run to that env).
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -25,9 +29,11 @@ from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import rank_zero_warn
 
 from iquitos_lightning.agents import RLAgent
+from iquitos_lightning.agents.base import describe_identity
 from iquitos_lightning.agents.checkpointing import FrameCheckpoint
 from iquitos_lightning.agents.devices import AcceleratorUnavailable, adapt_to_machine
-from iquitos_lightning.errors import INTERRUPTED_EXIT_CODE, find_project_error, one_line
+from iquitos_lightning.checkpoint_io import SafeCheckpointIO
+from iquitos_lightning.errors import INTERRUPTED_EXIT_CODE, ConfigError, find_project_error, one_line
 
 DEFAULT_LOGGER = {
     "class_path": "lightning.pytorch.loggers.CSVLogger",
@@ -61,6 +67,25 @@ class IquitosLightningCLI(LightningCLI):
             root = _logger_root(trainer.logger)
             if root is not None:
                 config.checkpoint.dirpath = f"{root}/checkpoints"
+
+    def _parse_ckpt_path(self) -> None:
+        """Refuse a ``--ckpt_path`` file of another agent or env (named), and keep the command line's values."""
+        subcommand = self.config.get("subcommand")
+        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if not ckpt_path or not Path(ckpt_path).is_file():
+            return
+        saved = SafeCheckpointIO().load_checkpoint(ckpt_path).get("rl_state", {}).get("identity")
+        model = self.config[subcommand].model
+        agent = str(getattr(model, "class_path", "")).rsplit(".", 1)[-1]
+        env = getattr(getattr(model, "init_args", None), "env", None)
+        env_name = getattr(env, "name", None) if env is not None else None
+        if saved is None or (saved["agent"] == agent and (env_name is None or saved["env"] == env_name)):
+            return
+        raise ConfigError(
+            f"--ckpt_path {ckpt_path}: the checkpoint is of {describe_identity(saved)}; this run is {agent} on "
+            f"{env_name}: use a checkpoint of the same agent and env (--model, --model.env.name), or start without "
+            "--ckpt_path"
+        )
 
 
 def _logger_root(logger: Any) -> str | None:

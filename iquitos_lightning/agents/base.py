@@ -152,7 +152,8 @@ def _set_rng_states(states: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(states["cuda"])
 
 
-def _describe(identity: dict[str, Any]) -> str:
+def describe_identity(identity: dict[str, Any]) -> str:
+    """``SAC on iquitos site 'tiny' (observation size 40, action size 5)``: what a checkpoint was trained as."""
     task = identity.get("env")
     if identity.get("site"):
         task = f"{task} site {identity['site']!r}"
@@ -456,9 +457,9 @@ class RLAgent(pl.LightningModule):
             differs = [key for key in ("agent", "observation_size", "action_size") if saved.get(key) != here[key]]
             if differs:
                 raise ConfigError(
-                    f"--ckpt_path: the checkpoint is of {_describe(saved)}, this run is {_describe(here)} "
-                    f"({', '.join(differs)} differ): use a checkpoint of the same agent and site, or start "
-                    "without --ckpt_path"
+                    f"--ckpt_path: the checkpoint is of {describe_identity(saved)}, this run is "
+                    f"{describe_identity(here)} ({', '.join(differs)} differ): use a checkpoint of the same agent "
+                    "and site, or start without --ckpt_path"
                 )
         own = self.state_dict()
         theirs = checkpoint.get("state_dict", {})

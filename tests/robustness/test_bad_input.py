@@ -11,7 +11,7 @@ import lightning.pytorch as pl
 import numpy as np
 import pandas as pd
 import pytest
-from robust_testkit import REPO, pendulum_sac_args
+from robust_testkit import REPO, load, pendulum_sac_args
 
 sys.path.insert(0, str(REPO / "tests" / "agents"))
 from agents_testkit import cpu_trainer  # noqa: E402
@@ -19,6 +19,7 @@ from agents_testkit import cpu_trainer  # noqa: E402
 from iquitos_lightning.__main__ import main  # noqa: E402
 from iquitos_lightning.agents import PPO, SAC, EnvConfig, RolloutConfig  # noqa: E402
 from iquitos_lightning.cli import run_lightning_cli  # noqa: E402
+from iquitos_lightning.errors import ConfigError  # noqa: E402
 from iquitos_lightning.site.build import build_site  # noqa: E402
 from iquitos_lightning.site.config import load_site_config  # noqa: E402
 from iquitos_lightning.site.validate import SiteDataError  # noqa: E402
@@ -79,8 +80,11 @@ def foreign_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, P
 @pytest.mark.parametrize(
     ("which", "named"),
     [
-        ("ppo", "the checkpoint is of PPO on Pendulum-v1.*this run is SAC on Pendulum-v1.*agent.* differ"),
-        ("other_task", "observation size 2.*observation size 3.*observation_size differ"),
+        ("ppo", "the checkpoint is of PPO on Pendulum-v1 .*; this run is SAC on Pendulum-v1"),
+        (
+            "other_task",
+            "is of SAC on MountainCarContinuous-v0 \\(observation size 2, .*; this run is SAC on Pendulum-v1",
+        ),
     ],
 )
 def test_checkpoint_of_another_agent_or_task_is_refused_before_torch_sees_it(
@@ -90,6 +94,18 @@ def test_checkpoint_of_another_agent_or_task_is_refused_before_torch_sees_it(
         [*pendulum_sac_args(tmp_path, frame_budget=100), f"--ckpt_path={foreign_checkpoints[which]}"]
     )
     assert re.search(named, _refused(capsys, code))
+
+
+def test_checkpoint_of_another_site_is_refused_by_its_observation_size(foreign_checkpoints):
+    """Same agent and env id, another site (other sockets): the sizes decide, before load_state_dict would fail."""
+    agent = SAC(env=EnvConfig(name="Pendulum-v1"), hidden_sizes=(32, 32))
+    other_site = load(foreign_checkpoints["other_task"])
+    other_site["rl_state"]["identity"]["env"] = "Pendulum-v1"
+    with pytest.raises(ConfigError, match=r"observation size 2.*observation size 3.*\(observation_size differ\)"):
+        agent.check_checkpoint_fits(other_site)
+    other_site["rl_state"].pop("identity")  # an older checkpoint: the tensor shapes still decide
+    with pytest.raises(ConfigError, match="networks do not fit this SAC .* tensors of another shape"):
+        agent.check_checkpoint_fits(other_site)
 
 
 def test_missing_checkpoint_file_is_refused(tmp_path, capsys):
