@@ -28,7 +28,7 @@ import torch
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import rank_zero_warn
 
-from iquitos_lightning.agents import RLAgent
+from iquitos_lightning.agents import RLAgent, interrupt
 from iquitos_lightning.agents.base import describe_identity
 from iquitos_lightning.agents.checkpointing import FrameCheckpoint
 from iquitos_lightning.agents.devices import AcceleratorUnavailable, adapt_to_machine
@@ -104,8 +104,9 @@ def run_lightning_cli(args: list[str]) -> int:
     """Run ``fit``/``validate``/``test``/``predict`` with ``args``; returns the process exit code."""
     saved_argv = sys.argv
     sys.argv = saved_argv[:1]  # LightningCLI reads `args`; a second copy in sys.argv only makes it warn
+    interrupt.forget()
     try:
-        cli = IquitosLightningCLI(
+        IquitosLightningCLI(
             RLAgent,
             subclass_mode_model=True,
             args=args,
@@ -116,8 +117,9 @@ def run_lightning_cli(args: list[str]) -> int:
     except AcceleratorUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    except SystemExit as exit_:  # Lightning exits with 1 on a second Ctrl-C (after saving)
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        return _interrupted_exit_code() or code
     except KeyboardInterrupt:
         print("interrupted before training started: nothing to save", file=sys.stderr)
         return INTERRUPTED_EXIT_CODE
@@ -129,18 +131,16 @@ def run_lightning_cli(args: list[str]) -> int:
         return project_error.exit_code
     finally:
         sys.argv = saved_argv
-    return _interrupted_exit_code(cli)
+    return _interrupted_exit_code()
 
 
-def _interrupted_exit_code(cli: LightningCLI) -> int:
-    """130 with where the checkpoint is when the run was stopped by Ctrl-C, else 0."""
-    trainer = getattr(cli, "trainer", None)
-    checkpoint = getattr(trainer, "checkpoint_callback", None)
-    if not isinstance(checkpoint, FrameCheckpoint) or not checkpoint.interrupted:
+def _interrupted_exit_code() -> int:
+    """130, after saying where the checkpoint is, when the run was stopped by Ctrl-C; else 0."""
+    request = interrupt.last_request()
+    if request is None or not request.requested:
         return 0
-    print(
-        f"interrupted: checkpoint saved to {checkpoint.last_model_path or checkpoint.dirpath}; "
-        "resume with the same command and --ckpt_path last",
-        file=sys.stderr,
+    where = (
+        f"checkpoint saved to {request.saved_to}" if request.saved_to else "the last checkpoint was already up to date"
     )
+    print(f"interrupted: {where}; resume with the same command and --ckpt_path last", file=sys.stderr)
     return INTERRUPTED_EXIT_CODE

@@ -10,10 +10,11 @@ version still finds it.
 
 What it adds so that nothing is lost (README, "When things go wrong"):
 - **Ctrl-C**: during ``fit`` the first Ctrl-C is a request (:mod:`.interrupt`); the run saves after
-  the current training batch (or the validation in progress) and stops; :attr:`interrupted` tells
-  the CLI to exit with status 130. **Errors** (a second Ctrl-C, a numerical fault, a crash in the
-  env) save a checkpoint too (``save_on_exception``), except out-of-memory (the OOM handler's job),
-  bad input and unwritable output, where saving again would not help.
+  the current training batch (or the validation in progress) and stops; the CLI then exits with
+  status 130 saying where the checkpoint is (``interrupt.last_request``).
+- **Errors** (a second Ctrl-C, a numerical fault, a crash in the env) save a checkpoint too
+  (``save_on_exception``), except out-of-memory (the OOM handler's job), bad input and unwritable
+  output, where saving again would not help.
 - **kill -9 at any moment**: files are written atomically by
   :class:`~iquitos_lightning.checkpoint_io.SafeCheckpointIO` (the CLI's default plugin); here the
   ``last`` link is swapped atomically (a new link renamed over the old, never "remove then link")
@@ -75,11 +76,6 @@ class FrameCheckpoint(ModelCheckpoint):
         self._interrupt = InterruptRequest()
         self._training_started = False
         self._deferred_removals: list[str] | None = None
-
-    @property
-    def interrupted(self) -> bool:
-        """True when the last ``fit`` was stopped by Ctrl-C (after saving)."""
-        return self._interrupt.requested
 
     # ----- when to save ----------------------------------------------------------------------
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -153,6 +149,8 @@ class FrameCheckpoint(ModelCheckpoint):
             removals, self._deferred_removals = self._deferred_removals, None
         for path in removals:
             super()._remove_checkpoint(trainer, path)
+        if self._interrupt.requested:
+            self._interrupt.saved_to = self.last_model_path or self._last_checkpoint_saved
 
     # ----- crash safety of the files --------------------------------------------------------------
     def _remove_checkpoint(self, trainer: pl.Trainer, filepath: str) -> None:

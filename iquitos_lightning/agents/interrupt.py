@@ -23,19 +23,37 @@ REQUEST_MESSAGE = (
 )
 
 
+_last_installed: InterruptRequest | None = None
+
+
+def last_request() -> InterruptRequest | None:
+    """The request handler installed by the latest ``fit`` of this process (None: none since :func:`forget`)."""
+    return _last_installed
+
+
+def forget() -> None:
+    """Forget the previous run's request (the CLI calls it before each command)."""
+    global _last_installed
+    _last_installed = None
+
+
 class InterruptRequest:
     """A SIGINT handler that records the first Ctrl-C and raises ``KeyboardInterrupt`` on the second."""
 
     def __init__(self) -> None:
         self.requested = False
+        self.saved_to: str | None = None  # the checkpoint saved since (set by the checkpoint callback)
         self._previous: Any = None
         self._installed = False
 
     def install(self) -> None:
         """Take over SIGINT (main thread only: signal handlers cannot be set elsewhere)."""
+        global _last_installed
         if self._installed or threading.current_thread() is not threading.main_thread():
             return
+        _last_installed = self
         self.requested = False
+        self.saved_to = None
         self._previous = signal.getsignal(signal.SIGINT)
         signal.signal(signal.SIGINT, self._on_sigint)
         self._installed = True

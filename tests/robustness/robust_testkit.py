@@ -51,6 +51,7 @@ def child_env() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["WANDB_MODE"] = "offline"
     env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("OMP_NUM_THREADS", "1")  # tiny networks: a second thread only contends with the test runner
     return env
 
 
