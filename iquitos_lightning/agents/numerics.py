@@ -6,7 +6,7 @@ exactly as they were before the fault; an isolated fault (one bad batch) costs o
 persistent one stops the run with a message naming the loss term, and since no faulty update was
 applied, the checkpoint saved at that stop holds the weights from before the fault.
 
-Cost: one fused norm over the gradients and one host sync per update. Under fp16 mixed precision
+Cost: one (fused) norm over the gradients and one host sync per update. Under fp16 mixed precision
 the gradient check is left to the GradScaler (scaled gradients overflow by design and the scaler
 skips those steps itself); the losses are still checked.
 """
@@ -42,7 +42,7 @@ def find_nonfinite(
     gradients = [grad for grads in gradients_by_term.values() for grad in grads]
     checks = [torch.isfinite(torch.cat(values)).all()] if values else []
     if gradients:
-        checks.append(torch.isfinite(torch.stack(torch._foreach_norm(gradients))).all())
+        checks.append(torch.isfinite(torch.nn.utils.get_total_norm(gradients)))  # NaN/inf in any gradient
     if not checks or bool(torch.stack(checks).all()):
         return None
     for name, loss in losses.items():  # slow path, only on a fault: say which

@@ -127,3 +127,13 @@ def test_every_training_env_is_checked_at_the_boundary():
 
     env = make_env(EnvConfig(name="Pendulum-v1"))
     assert isinstance(env.base_env._env.env, FiniteValues)
+
+
+def test_a_finite_loss_with_a_non_finite_gradient_is_named_by_the_term_its_optimizer_learns():
+    from iquitos_lightning.agents.numerics import find_nonfinite
+
+    finite = {"loss_actor": torch.tensor(1.0), "loss_qvalue": torch.tensor(2.0)}
+    gradients = {"loss_actor": [torch.ones(3)], "loss_qvalue": [torch.ones(2), torch.tensor([0.0, float("inf")])]}
+    assert find_nonfinite(finite, gradients) == "gradient of loss_qvalue"
+    assert find_nonfinite(finite, {"loss_actor": [torch.ones(3)]}) is None
+    assert find_nonfinite({**finite, "loss_actor": torch.tensor(float("nan"))}, gradients) == "loss_actor"
