@@ -27,13 +27,20 @@ from typing import Any
 import torch
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import rank_zero_warn
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from iquitos_lightning.agents import RLAgent, interrupt
 from iquitos_lightning.agents.base import describe_identity
 from iquitos_lightning.agents.checkpointing import FrameCheckpoint
 from iquitos_lightning.agents.devices import AcceleratorUnavailable, adapt_to_machine
 from iquitos_lightning.checkpoint_io import SafeCheckpointIO
-from iquitos_lightning.errors import INTERRUPTED_EXIT_CODE, ConfigError, find_project_error, one_line
+from iquitos_lightning.errors import (
+    INTERRUPTED_EXIT_CODE,
+    TERMINATED_EXIT_CODE,
+    ConfigError,
+    find_project_error,
+    one_line,
+)
 
 DEFAULT_LOGGER = {
     "class_path": "lightning.pytorch.loggers.CSVLogger",
@@ -117,6 +124,9 @@ def run_lightning_cli(args: list[str]) -> int:
     except AcceleratorUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except SIGTERMException:  # Lightning stops after the batch in progress; FrameCheckpoint has saved
+        print("terminated (SIGTERM): resume with the same command and --ckpt_path last", file=sys.stderr)
+        return TERMINATED_EXIT_CODE
     except SystemExit as exit_:  # Lightning exits with 1 on a second Ctrl-C (after saving)
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
         return _interrupted_exit_code() or code

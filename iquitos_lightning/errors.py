@@ -9,12 +9,14 @@ message names the field and what would be valid; the entry points (``cli.run_lig
 
 Exit statuses: 2 bad input (config, data, checkpoint of another run), 3 out of memory
 (``callbacks.oom``), 4 numerical fault (non-finite losses or env values), 5 cannot write output
-(disk full, read-only), 130 interrupted by Ctrl-C (a checkpoint was saved).
+(disk full, read-only), 130 interrupted by Ctrl-C and 143 terminated by SIGTERM (a checkpoint was
+saved in both cases).
 """
 
 from __future__ import annotations
 
 INTERRUPTED_EXIT_CODE = 130
+TERMINATED_EXIT_CODE = 143
 
 
 class ProjectError(Exception):
