@@ -13,8 +13,8 @@ What it adds so that nothing is lost (README, "When things go wrong"):
   the current training batch (or the validation in progress) and stops; the CLI then exits with
   status 130 saying where the checkpoint is (``interrupt.last_request``).
 - **Errors** (a second Ctrl-C, a numerical fault, a crash in the env) save a checkpoint too
-  (``save_on_exception``), except out-of-memory (the OOM handler's job), bad input and unwritable
-  output, where saving again would not help.
+  (``save_on_exception``), except bad input and unwritable output, where saving again would not
+  help, and out-of-memory when an ``OutOfMemoryHandler`` is installed (it saves ``emergency-oom.ckpt``).
 - **kill -9 at any moment**: files are written atomically by
   :class:`~iquitos_lightning.checkpoint_io.SafeCheckpointIO` (the CLI's default plugin); here the
   ``last`` link is swapped atomically (a new link renamed over the old, never "remove then link")
@@ -41,10 +41,12 @@ from iquitos_lightning.atomic_files import TEMP_SUFFIX, ensure_writable_folder, 
 from iquitos_lightning.errors import ConfigError, OutputWriteError
 
 
-def _is_out_of_memory(exception: BaseException) -> bool:
-    from iquitos_lightning.callbacks.oom import is_out_of_memory
+def _left_to_the_oom_handler(trainer: pl.Trainer, exception: BaseException) -> bool:
+    """An out-of-memory error when an ``OutOfMemoryHandler`` is installed: it saves (and frees memory first)."""
+    from iquitos_lightning.callbacks.oom import OutOfMemoryHandler, is_out_of_memory
 
-    return is_out_of_memory(exception)
+    handled = any(isinstance(callback, OutOfMemoryHandler) for callback in trainer.callbacks)
+    return handled and is_out_of_memory(exception)
 
 
 class FrameCheckpoint(ModelCheckpoint):
@@ -123,7 +125,7 @@ class FrameCheckpoint(ModelCheckpoint):
         self._interrupt.restore()
         if not self.save_on_exception or not self._training_started or trainer.fast_dev_run:
             return
-        if isinstance(exception, ConfigError | OutputWriteError) or _is_out_of_memory(exception):
+        if isinstance(exception, ConfigError | OutputWriteError) or _left_to_the_oom_handler(trainer, exception):
             return
         if _frames(pl_module) == self._frames_at_last_save:
             if self.last_model_path:
