@@ -99,22 +99,29 @@ def run_default_job() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; a :class:`~iquitos_lightning.errors.ProjectError` becomes ``error: ...`` and its exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in LIGHTNING_COMMANDS:
         from iquitos_lightning.cli import run_lightning_cli
 
         return run_lightning_cli(args)
+    from iquitos_lightning.errors import ProjectError, one_line
+
+    try:
+        return _run_project_command(args)
+    except ProjectError as error:
+        print(f"error: {one_line(error)}", file=sys.stderr)
+        return error.exit_code
+
+
+def _run_project_command(args: list[str]) -> int:
     if not args:
         return run_default_job()
 
     namespace = _project_parser().parse_args(args)
-    from iquitos_lightning.site.config import SiteConfigError, load_site_config
+    from iquitos_lightning.site.config import load_site_config
 
-    try:
-        site_config = load_site_config(namespace.site)
-    except SiteConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    site_config = load_site_config(namespace.site)
 
     if namespace.command == "build-site":
         from iquitos_lightning.site.build import build_site, print_calibration

@@ -15,28 +15,47 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
   default (``WANDB_MODE=online`` opts in, ``disabled`` or ``--tracking.wandb false`` opts out) that
   receives the full resolved config;
 - a CUDA out-of-memory error ends the process with status 3 after the emergency checkpoint.
+- crash-safe checkpoint files (:class:`~iquitos_lightning.checkpoint_io.SafeCheckpointIO` is the
+  default ``trainer.plugins``) and one-line errors: a :class:`~iquitos_lightning.errors.ProjectError`
+  anywhere in the chain is printed as ``error: ...`` with its exit status, never as a traceback;
+  a run stopped by Ctrl-C exits with 130 after its checkpoint is saved;
+- an explicit ``--ckpt_path`` is checked before anything is built, and its hyperparameters never
+  replace the command line's (plain LightningCLI merges them in, so a checkpoint of another agent
+  fails inside jsonargparse and one of another env silently switches the run to that env).
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import torch
 from jsonargparse import Namespace
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_warn
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from iquitos_lightning.agents import RLAgent
+from iquitos_lightning.agents import RLAgent, interrupt
+from iquitos_lightning.agents.base import describe_identity
 from iquitos_lightning.agents.checkpointing import FrameCheckpoint
 from iquitos_lightning.agents.devices import AcceleratorUnavailable, adapt_to_machine
 from iquitos_lightning.callbacks import OutOfMemoryHandler, RunReport, StepRate, VRAMMonitor, exit_on_out_of_memory
+from iquitos_lightning.checkpoint_io import SafeCheckpointIO
+from iquitos_lightning.errors import (
+    INTERRUPTED_EXIT_CODE,
+    TERMINATED_EXIT_CODE,
+    ConfigError,
+    find_project_error,
+    one_line,
+)
 from iquitos_lightning.tracking import TrackingConfig, resolve_wandb_mode, wandb_loggers
 
 DEFAULT_LOGGER = {
     "class_path": "lightning.pytorch.loggers.CSVLogger",
     "init_args": {"save_dir": "runs", "name": "agent"},
 }
+SAFE_CHECKPOINT_IO = {"class_path": "iquitos_lightning.checkpoint_io.SafeCheckpointIO"}
 
 
 class IquitosLightningCLI(LightningCLI):
@@ -53,23 +72,31 @@ class IquitosLightningCLI(LightningCLI):
                 "trainer.num_sanity_val_steps": 0,
                 "trainer.log_every_n_steps": 1,
                 "trainer.logger": DEFAULT_LOGGER,
+                "trainer.plugins": [SAFE_CHECKPOINT_IO],
             }
         )
 
     def _parse_ckpt_path(self) -> None:
-        """With ``--ckpt_path``, the user's config and overrides define the run; the checkpoint's hparams only fill in.
-
-        Plain LightningCLI overwrites the model config with the checkpoint's hyperparameters, which
-        silently drops command-line overrides on resume (``fit --ckpt_path last --model.rollout.frame_budget
-        2000000`` would train nothing more). When the config names a model, it is used as given; a
-        checkpoint that does not fit it is refused when its weights load. Without a model in the config
-        (e.g. ``test --ckpt_path run.ckpt``), the checkpoint's hyperparameters are used as Lightning does.
-        """
+        """Refuse a ``--ckpt_path`` file of another agent or env (named), and keep the command line's values."""
         subcommand = self.config.get("subcommand")
-        model = self.config[subcommand].get("model") if subcommand else None
-        if model is not None and getattr(model, "class_path", None):
+        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if not ckpt_path or not Path(ckpt_path).is_file():
             return
-        super()._parse_ckpt_path()
+        model = self.config[subcommand].get("model")
+        if model is None or not getattr(model, "class_path", None):
+            super()._parse_ckpt_path()  # no model in the config: the checkpoint's hyperparameters define it
+            return
+        saved = SafeCheckpointIO().load_checkpoint(ckpt_path).get("rl_state", {}).get("identity")
+        agent = str(getattr(model, "class_path", "")).rsplit(".", 1)[-1]
+        env = getattr(getattr(model, "init_args", None), "env", None)
+        env_name = getattr(env, "name", None) if env is not None else None
+        if saved is None or (saved["agent"] == agent and (env_name is None or saved["env"] == env_name)):
+            return
+        raise ConfigError(
+            f"--ckpt_path {ckpt_path}: the checkpoint is of {describe_identity(saved)}; this run is {agent} on "
+            f"{env_name}: use a checkpoint of the same agent and env (--model, --model.env.name), or start without "
+            "--ckpt_path"
+        )
 
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
@@ -145,6 +172,7 @@ def run_lightning_cli(args: list[str]) -> int:
     """Run ``fit``/``validate``/``test``/``predict`` with ``args``; returns the process exit code."""
     saved_argv = sys.argv
     sys.argv = saved_argv[:1]  # LightningCLI reads `args`; a second copy in sys.argv only makes it warn
+    interrupt.forget()
     try:
         with exit_on_out_of_memory():
             IquitosLightningCLI(
@@ -159,12 +187,25 @@ def run_lightning_cli(args: list[str]) -> int:
     except AcceleratorUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    except SIGTERMException:  # Lightning stops after the batch in progress; FrameCheckpoint has saved
+        print("terminated (SIGTERM): resume with the same command and --ckpt_path last", file=sys.stderr)
+        return TERMINATED_EXIT_CODE
+    except SystemExit as exit_:  # Lightning exits with 1 on a second Ctrl-C (after saving)
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        return _interrupted_exit_code() or code
+    except KeyboardInterrupt:
+        print("interrupted before training started: nothing to save", file=sys.stderr)
+        return INTERRUPTED_EXIT_CODE
+    except Exception as error:
+        project_error = find_project_error(error)
+        if project_error is None:
+            raise
+        print(f"error: {one_line(project_error)}", file=sys.stderr)
+        return project_error.exit_code
     finally:
         sys.argv = saved_argv
         _finish_wandb_run()
-    return 0
+    return _interrupted_exit_code()
 
 
 def _finish_wandb_run() -> None:
@@ -172,3 +213,15 @@ def _finish_wandb_run() -> None:
     wandb = sys.modules.get("wandb")
     if wandb is not None and getattr(wandb, "run", None) is not None:
         wandb.finish()
+
+
+def _interrupted_exit_code() -> int:
+    """130, after saying where the checkpoint is, when the run was stopped by Ctrl-C; else 0."""
+    request = interrupt.last_request()
+    if request is None or not request.requested:
+        return 0
+    where = (
+        f"checkpoint saved to {request.saved_to}" if request.saved_to else "the last checkpoint was already up to date"
+    )
+    print(f"interrupted: {where}; resume with the same command and --ckpt_path last", file=sys.stderr)
+    return INTERRUPTED_EXIT_CODE

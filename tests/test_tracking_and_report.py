@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,9 +48,12 @@ def test_wandb_mode_defaults_to_offline_and_refuses_unknown_modes(monkeypatch):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU memory keys are checked")
-def test_smoke_run_leaves_offline_wandb_run_csv_log_and_report(tmp_path, monkeypatch):
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    assert run_lightning_cli(["fit", *_smoke(tmp_path)]) == 0
+def test_smoke_run_leaves_offline_wandb_run_csv_log_and_report(tmp_path):
+    # A real process, as a user runs it: W&B's offline records are complete once the process has exited.
+    environment = {**os.environ, "WANDB_MODE": "offline"}
+    command = [sys.executable, "-m", "iquitos_lightning", "fit", *_smoke(tmp_path)]
+    result = subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
     root = tmp_path / "smoke"
 
     runs = list((root / "wandb").glob("offline-run-*"))

@@ -83,14 +83,10 @@ class A2C(RLAgent):
 
     def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
         """One policy-gradient step with the value baseline over the whole rollout."""
-        optimizer = self.optimizers()
         losses = self.loss_module(batch)
         loss_names = [key for key in losses.keys() if key.startswith("loss_")]
-        total = sum(losses[key] for key in loss_names)
-        optimizer.zero_grad(set_to_none=True)
-        self.manual_backward(total)
-        optimizer.step()
-        self.updates_done += 1
+        if self.apply_gradients(losses, (" + ".join(loss_names),)):  # skipped if a loss or gradient is non-finite
+            self.updates_done += 1
         return {key: losses[key].detach() for key in loss_names}
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:

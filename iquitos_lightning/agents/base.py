@@ -16,6 +16,9 @@ the same and easy to get subtly wrong, so it lives here once:
   separate env with fixed seeds, under a forked RNG so evaluating never changes training; the
   return is logged, plus the site KPIs when the env is the Iquitos site; ``test`` also writes the
   agent's KPI row to ``<logger root>/kpis.json``.
+- **Numerical faults**: agents step their optimizers through :meth:`RLAgent.apply_gradients`, which
+  skips an update whose loss or gradient is non-finite (counted as ``train/nonfinite_skipped``) and
+  stops the run after ``rollout.max_nonfinite_in_a_row`` in a row (:mod:`.numerics`).
 - **Resume**: counters, the env's episode counter, the RNG states and whatever the agent adds
   (the replay buffer) go into the checkpoint; a run resumed from a checkpoint taken at an episode
   boundary repeats the uninterrupted run exactly; one taken mid-episode starts a fresh episode.
@@ -29,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,7 +40,7 @@ from typing import Any, TypeVar
 import lightning.pytorch as pl
 import numpy as np
 import torch
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
 from torch.utils.data import IterableDataset
@@ -44,6 +48,8 @@ from torchrl.collectors import Collector
 from torchrl.envs import EnvBase, ExplorationType, set_exploration_type
 
 from iquitos_lightning.agents.env_factory import EnvConfig, episode_seeding, make_env, site_env
+from iquitos_lightning.agents.numerics import NonFiniteGuard, find_nonfinite
+from iquitos_lightning.errors import ConfigError
 
 ConfigT = TypeVar("ConfigT")
 
@@ -57,6 +63,7 @@ class RolloutConfig:
     eval_every_frames: int = 50_000  # validate (and end a Lightning epoch) every this many frames
     eval_episodes: int = 1  # full deterministic episodes per validation/test
     max_eval_steps: int = 100_000  # safety cap on the length of one evaluation episode
+    max_nonfinite_in_a_row: int = 10  # updates with a non-finite loss/gradient skipped in a row before the run stops
 
 
 def as_config(config_class: type[ConfigT], value: ConfigT | dict[str, Any] | None) -> ConfigT:
@@ -145,6 +152,17 @@ def _set_rng_states(states: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(states["cuda"])
 
 
+def describe_identity(identity: dict[str, Any]) -> str:
+    """``SAC on iquitos site 'tiny' (observation size 40, action size 5)``: what a checkpoint was trained as."""
+    task = identity.get("env")
+    if identity.get("site"):
+        task = f"{task} site {identity['site']!r}"
+    return (
+        f"{identity.get('agent')} on {task} (observation size {identity.get('observation_size')}, "
+        f"action size {identity.get('action_size')})"
+    )
+
+
 def _plain(value: Any) -> Any:
     """Dataclasses as dicts, tuples as lists: what a ``weights_only`` checkpoint load and a YAML file accept."""
     if is_dataclass(value) and not isinstance(value, type):
@@ -177,6 +195,7 @@ class RLAgent(pl.LightningModule):
         self.at_episode_boundary = True
         self._pending_rng: dict[str, Any] | None = None
         self._test_kpis: list[dict[str, float]] = []
+        self.nonfinite = NonFiniteGuard(self.rollout_config.max_nonfinite_in_a_row)
 
     # ----- what subclasses provide ---------------------------------------------------------------
     @property
@@ -216,12 +235,18 @@ class RLAgent(pl.LightningModule):
 
     def _check_rollout_config(self) -> None:
         config = self.rollout_config
-        if config.frames_per_batch <= 0 or config.frame_budget <= 0 or config.eval_episodes < 0:
-            raise ValueError("frames_per_batch and frame_budget must be positive, eval_episodes not negative")
+        for name in ("frame_budget", "frames_per_batch", "max_eval_steps", "max_nonfinite_in_a_row"):
+            value = getattr(config, name)
+            if value <= 0:
+                raise ConfigError(f"model.rollout.{name} must be a positive integer, got {value}")
+        if config.eval_episodes < 0:
+            raise ConfigError(f"model.rollout.eval_episodes must be 0 or more, got {config.eval_episodes}")
         if config.eval_every_frames <= 0 or config.eval_every_frames % config.frames_per_batch:
-            raise ValueError(
-                f"eval_every_frames ({config.eval_every_frames}) must be a positive multiple of "
-                f"frames_per_batch ({config.frames_per_batch}): an evaluation period is a whole number of rollouts"
+            nearest = config.frames_per_batch * max(config.eval_every_frames // config.frames_per_batch, 1)
+            raise ConfigError(
+                f"model.rollout.eval_every_frames ({config.eval_every_frames}) must be a positive multiple of "
+                f"model.rollout.frames_per_batch ({config.frames_per_batch}): an evaluation period is a whole "
+                f"number of rollouts, e.g. {nearest}"
             )
 
     def current_period(self) -> tuple[int, int]:
@@ -278,12 +303,49 @@ class RLAgent(pl.LightningModule):
         logged = {f"train/{key}": float(value) for key, value in metrics.items()}
         logged["progress/frames_done"] = float(self.frames_done)
         logged["progress/updates_done"] = float(self.updates_done)
+        logged["train/nonfinite_skipped"] = float(self.nonfinite.skipped_total)
         self.log_dict(logged, on_step=True, on_epoch=False, batch_size=rollout.numel())
         return logged
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.frames_done >= self.frame_budget:
             self.trainer.should_stop = True
+
+    def apply_gradients(self, losses: Mapping[str, torch.Tensor], terms_of_optimizers: Sequence[str]) -> bool:
+        """Backward the sum of the ``loss_*`` terms and step every optimizer, unless a loss or gradient is non-finite.
+
+        ``terms_of_optimizers`` names, per optimizer (in ``configure_optimizers`` order), the loss term its
+        gradients come from, for the message. A faulty update is skipped (no optimizer steps, gradients
+        dropped) and counted; after ``max_nonfinite_in_a_row`` in a row :class:`NonFiniteTraining` stops the
+        run. Returns whether the update was applied.
+        """
+        optimizers = self.optimizers()
+        optimizers = list(optimizers) if isinstance(optimizers, list | tuple) else [optimizers]
+        loss_terms = {name: value for name, value in losses.items() if name.startswith("loss_")}
+        for optimizer in optimizers:
+            optimizer.zero_grad(set_to_none=True)
+        self.manual_backward(sum(loss_terms.values()))
+        scaled = getattr(self.trainer.precision_plugin, "scaler", None) is not None  # the scaler checks gradients
+        gradients = {
+            term: []
+            if scaled
+            else [p.grad for group in opt.param_groups for p in group["params"] if p.grad is not None]
+            for opt, term in zip(optimizers, terms_of_optimizers, strict=True)
+        }
+        fault = find_nonfinite(loss_terms, gradients)
+        if fault is None:
+            self.nonfinite.record_ok()
+            for optimizer in optimizers:
+                optimizer.step()
+            return True
+        for optimizer in optimizers:
+            optimizer.zero_grad(set_to_none=True)
+        if self.nonfinite.record_skip(fault, self.frames_done, self.updates_done):
+            rank_zero_warn(
+                f"skipped an update: non-finite {fault} at frame {self.frames_done:,} "
+                f"(stops after {self.nonfinite.max_in_a_row} in a row)"
+            )
+        return False
 
     def _count_rollout(self, rollout: TensorDictBase) -> None:
         self.frames_done += rollout.numel()
@@ -372,9 +434,48 @@ class RLAgent(pl.LightningModule):
             "env_resets_on_resume": max(resets - 1, 0) if self.at_episode_boundary else resets,
             "rng": _rng_states(),
             "agent": self.agent_state(),
+            "nonfinite_skipped": self.nonfinite.skipped_total,
+            "identity": self.identity(),
         }
 
+    def identity(self) -> dict[str, Any]:
+        """What a checkpoint must match to be loaded into this agent: its class, task and tensor sizes."""
+        site = site_env(self.train_env)
+        return {
+            "agent": type(self).__name__,
+            "env": self.env_config.name,
+            "site": site.site_config.name if site is not None else None,
+            "observation_size": int(self.train_env.observation_spec["observation"].shape[-1]),
+            "action_size": int(self.train_env.action_spec.shape[-1]),
+        }
+
+    def check_checkpoint_fits(self, checkpoint: dict[str, Any]) -> None:
+        """Refuse, naming what differs, a checkpoint of another agent, task or network size (before torch does)."""
+        saved = checkpoint.get("rl_state", {}).get("identity")
+        here = self.identity()
+        if saved is not None:
+            differs = [key for key in ("agent", "observation_size", "action_size") if saved.get(key) != here[key]]
+            if differs:
+                raise ConfigError(
+                    f"--ckpt_path: the checkpoint is of {describe_identity(saved)}, this run is "
+                    f"{describe_identity(here)} ({', '.join(differs)} differ): use a checkpoint of the same agent "
+                    "and site, or start without --ckpt_path"
+                )
+        own = self.state_dict()
+        theirs = checkpoint.get("state_dict", {})
+        mismatched = sorted(key for key in own.keys() & theirs.keys() if own[key].shape != theirs[key].shape)
+        missing, unexpected = sorted(own.keys() - theirs.keys()), sorted(theirs.keys() - own.keys())
+        if mismatched or missing or unexpected:
+            first = (mismatched or missing or unexpected)[0]
+            raise ConfigError(
+                f"--ckpt_path: the checkpoint's networks do not fit this {here['agent']} ({len(mismatched)} tensors "
+                f"of another shape, {len(missing)} missing, {len(unexpected)} unexpected, e.g. {first!r}): it was "
+                "saved with other model.hidden_sizes or by another agent or site; use a checkpoint of this "
+                "configuration, or start without --ckpt_path"
+            )
+
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.check_checkpoint_fits(checkpoint)
         state = checkpoint.get("rl_state")
         if state is None:
             return
@@ -386,6 +487,7 @@ class RLAgent(pl.LightningModule):
         episode_seeding(self.train_env).resets_done = int(state["env_resets_on_resume"])
         self._pending_rng = state["rng"]
         self.load_agent_state(state["agent"])
+        self.nonfinite.skipped_total = int(state.get("nonfinite_skipped", 0))
 
     def restore_pending_rng(self) -> None:
         """Put back the checkpoint's RNG states right before the first rollout (after the collector is built)."""

@@ -5,7 +5,9 @@ Why a factory of our own: agents need the same TorchRL env shape whatever the ta
 every reset seeded from an episode counter (:class:`EpisodeSeeding`). Seeding each episode by its
 index is what makes resume exact: a checkpoint stores one integer and the resumed run replays the
 same initial states, for Pendulum as for CityLearn, without pickling any simulator.
-The Iquitos env is imported lazily so Gymnasium-only runs never import CityLearn.
+The Iquitos env is imported lazily so Gymnasium-only runs never import CityLearn. Every Gymnasium
+env is wrapped in :class:`~iquitos_lightning.envs.finite.FiniteValues` (a NaN observation or reward
+stops the run naming the key) and an unknown id is refused as a config error naming ``model.env.name``.
 
 Backends of the Iquitos site (``EnvConfig.backend``): ``"citylearn"`` (the reference simulator)
 or ``"twin"`` (:class:`~iquitos_lightning.envs.twin.IquitosTwin`, the same physics as B batched
@@ -22,6 +24,9 @@ from typing import Any, Protocol
 
 import gymnasium as gym
 from torchrl.envs import DoubleToFloat, EnvBase, GymWrapper, RewardSum, StepCounter, TransformedEnv
+
+from iquitos_lightning.envs.finite import FiniteValues
+from iquitos_lightning.errors import ConfigError
 
 IQUITOS = "iquitos"
 CITYLEARN = "citylearn"
@@ -82,7 +87,13 @@ def _make_gym_env(config: EnvConfig) -> gym.Env:
 
         return make_iquitos_env(config.site, data_root=Path(config.data_root))
     kwargs = {} if config.max_episode_steps is None else {"max_episode_steps": config.max_episode_steps}
-    return gym.make(config.name, **kwargs)
+    try:
+        return gym.make(config.name, **kwargs)
+    except gym.error.Error as error:
+        raise ConfigError(
+            f"model.env.name: unknown environment {config.name!r} ({error}); use {IQUITOS!r} (the site of "
+            "model.env.site) or a registered Gymnasium id such as 'Pendulum-v1'"
+        ) from None
 
 
 def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
@@ -97,7 +108,8 @@ def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
         return make_torchrl_twin(
             config.site, data_root=Path(config.data_root), num_envs=config.num_envs, compile=config.compile_twin
         )
-    seeding = EpisodeSeeding(_make_gym_env(config), config.eval_seed if evaluation else config.seed)
+    checked = FiniteValues(_make_gym_env(config), config.name)
+    seeding = EpisodeSeeding(checked, config.eval_seed if evaluation else config.seed)
     env = TransformedEnv(GymWrapper(seeding, device="cpu"), DoubleToFloat())
     env.append_transform(StepCounter())
     env.append_transform(RewardSum())

@@ -19,6 +19,7 @@ from torchrl.objectives.value import GAE
 from iquitos_lightning.agents.base import RLAgent, RolloutConfig
 from iquitos_lightning.agents.env_factory import EnvConfig
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor, make_state_value
+from iquitos_lightning.errors import ConfigError
 
 
 class PPO(RLAgent):
@@ -62,6 +63,14 @@ class PPO(RLAgent):
         reward_scale: float = 1.0,
     ) -> None:
         super().__init__(env, rollout)
+        frames = self.rollout_config.frames_per_batch
+        if not 0 < minibatch_size <= frames:
+            raise ConfigError(
+                f"model.minibatch_size ({minibatch_size}) must be in [1, model.rollout.frames_per_batch = {frames}]: "
+                "minibatches are cut from one rollout"
+            )
+        if epochs <= 0:
+            raise ConfigError(f"model.epochs must be a positive integer, got {epochs}")
         self.automatic_optimization = False
         self.lr = lr
         self.epochs = epochs
@@ -106,14 +115,10 @@ class PPO(RLAgent):
 
     def update(self, minibatch: TensorDictBase) -> dict[str, torch.Tensor]:
         """One gradient step on the clipped surrogate + value loss (+ entropy bonus)."""
-        optimizer = self.optimizers()
         losses = self.loss_module(minibatch)
         loss_names = [key for key in losses.keys() if key.startswith("loss_")]
-        total = sum(losses[key] for key in loss_names)
-        optimizer.zero_grad(set_to_none=True)
-        self.manual_backward(total)
-        optimizer.step()
-        self.updates_done += 1
+        if self.apply_gradients(losses, (" + ".join(loss_names),)):  # skipped if a loss or gradient is non-finite
+            self.updates_done += 1
         return {key: losses[key].detach() for key in loss_names}
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:

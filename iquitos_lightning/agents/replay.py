@@ -20,6 +20,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from torchrl.data import LazyMemmapStorage, LazyTensorStorage, TensorDictReplayBuffer
 
+from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.hardware import GIB, detect_device
 
 # Keys the collector adds that no loss reads (trajectory ids restart on resume): kept out of the buffer.
@@ -28,7 +29,7 @@ EXCLUDED_KEYS = ("collector",)
 MAX_SHARE_OF_AVAILABLE = 0.8
 
 
-class ReplayBufferTooLarge(MemoryError):
+class ReplayBufferTooLarge(ConfigError, MemoryError):
     """The configured replay buffer cannot fit in host RAM (or on disk for memmap)."""
 
 
@@ -39,6 +40,24 @@ class ReplayBufferConfig:
     capacity: int = 1_000_000  # transitions kept; the oldest are overwritten when full
     storage: str = "memory"  # "memory": host RAM (LazyTensorStorage on cpu); "memmap": a file under memmap_dir
     memmap_dir: str | None = None  # folder of the memmap file (None: a temporary folder)
+
+
+STORAGES = ("memory", "memmap")
+
+
+def check_buffer_config(config: ReplayBufferConfig, batch_size: int) -> None:
+    """Refuse a buffer that cannot work before anything is allocated, naming the field."""
+    if config.storage not in STORAGES:
+        raise ConfigError(f"model.buffer.storage must be one of {STORAGES}, got {config.storage!r}")
+    if config.capacity <= 0:
+        raise ConfigError(f"model.buffer.capacity must be a positive number of transitions, got {config.capacity}")
+    if batch_size <= 0:
+        raise ConfigError(f"model.batch_size must be a positive integer, got {batch_size}")
+    if batch_size > config.capacity:
+        raise ConfigError(
+            f"model.batch_size ({batch_size}) is larger than model.buffer.capacity ({config.capacity}): "
+            f"a batch is sampled from the buffer; use a batch_size of at most {config.capacity} or a larger capacity"
+        )
 
 
 def transition_for_buffer(transitions: TensorDictBase) -> TensorDictBase:
@@ -84,7 +103,7 @@ def buffer_footprint(config: ReplayBufferConfig, example: TensorDictBase) -> Buf
         folder = Path(config.memmap_dir) if config.memmap_dir else Path("/tmp")
         existing = next((p for p in (folder, *folder.parents) if p.exists()), Path("/"))
         return BufferFootprint(config.capacity, per_transition, shutil.disk_usage(existing).free, str(folder))
-    raise ValueError(f"unknown replay buffer storage {config.storage!r}: use 'memory' or 'memmap'")
+    raise ConfigError(f"model.buffer.storage must be one of {STORAGES}, got {config.storage!r}")
 
 
 def check_footprint(footprint: BufferFootprint) -> None:
@@ -103,7 +122,7 @@ def make_replay_buffer(config: ReplayBufferConfig, batch_size: int) -> TensorDic
     elif config.storage == "memmap":
         storage = LazyMemmapStorage(config.capacity, scratch_dir=config.memmap_dir, device="cpu")
     else:
-        raise ValueError(f"unknown replay buffer storage {config.storage!r}: use 'memory' or 'memmap'")
+        raise ConfigError(f"model.buffer.storage must be one of {STORAGES}, got {config.storage!r}")
     return TensorDictReplayBuffer(storage=storage, batch_size=batch_size)
 
 

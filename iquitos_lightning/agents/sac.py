@@ -29,6 +29,7 @@ from iquitos_lightning.agents.replay import (
     ReplayBufferConfig,
     buffer_contents,
     buffer_footprint,
+    check_buffer_config,
     check_footprint,
     make_replay_buffer,
     restore_buffer,
@@ -86,6 +87,7 @@ class SAC(RLAgent):
         super().__init__(env, rollout)
         self.automatic_optimization = False
         self.buffer_config = as_config(ReplayBufferConfig, buffer)
+        check_buffer_config(self.buffer_config, batch_size)
         self.batch_size = batch_size
         self.learning_rates = (actor_lr, critic_lr, alpha_lr)
         self.updates_per_frame = updates_per_frame
@@ -155,16 +157,12 @@ class SAC(RLAgent):
 
     def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
         """One SAC update: Q regression to the soft Bellman target, policy, entropy coefficient, targets."""
-        actor_optimizer, critic_optimizer, alpha_optimizer = self.optimizers()
         losses = self.loss_module(batch)
-        total = losses["loss_actor"] + losses["loss_qvalue"] + losses["loss_alpha"]
-        for optimizer in (actor_optimizer, critic_optimizer, alpha_optimizer):
-            optimizer.zero_grad(set_to_none=True)
-        self.manual_backward(total)
-        for optimizer in (actor_optimizer, critic_optimizer, alpha_optimizer):
-            optimizer.step()
-        self._target_updater.value.step()
-        self.updates_done += 1
+        # One backward over the summed losses, then each optimizer steps (actor, critic, alpha order);
+        # a non-finite loss or gradient skips the whole update, target networks included.
+        if self.apply_gradients(losses, ("loss_actor", "loss_qvalue", "loss_alpha")):
+            self._target_updater.value.step()
+            self.updates_done += 1
         return {key: losses[key].detach() for key in ("loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy")}
 
     def agent_state(self) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from iquitos_lightning.atomic_files import ensure_writable_folder, write_atomically
 from iquitos_lightning.control.kpis import DEPARTURE_SOC_TOLERANCE, compute_kpis, unavoidable_unmet_kwh
 from iquitos_lightning.control.optimum import (
     DEFAULT_COST_WEIGHT,
@@ -54,6 +55,7 @@ def run_baselines(site_path: Path, results_root: Path, *, console: Console | Non
 
     console = console or Console()
     site_config = load_site_config(site_path)
+    ensure_writable_folder(Path(results_root) / site_config.name, "report")  # fail now, not after the LP
     build = build_site(site_config, progress=True)
     env = make_iquitos_env(site_config, data_root=build.path.parent)
     charger_efficiency = float(getattr(env, "charger_efficiency", 1.0))
@@ -155,9 +157,12 @@ def _write_outputs(
         },
         "machine": platform.platform(),
     }
-    (out_dir / "baselines.json").write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
-    table.to_csv(out_dir / "baselines.csv", float_format="%.6g")
-    (out_dir / "baselines.md").write_text(_markdown_report(site_config, table, plan, summary))
+    # Atomic writes: a full or read-only disk fails with one clear error and keeps the previous reports.
+    write_atomically(
+        json.dumps(summary, indent=2, sort_keys=False).encode() + b"\n", out_dir / "baselines.json", "report"
+    )
+    write_atomically(table.to_csv(float_format="%.6g").encode(), out_dir / "baselines.csv", "report")
+    write_atomically(_markdown_report(site_config, table, plan, summary).encode(), out_dir / "baselines.md", "report")
 
     flows = {result.controller: result.flows for result in rollouts}
     year = site_config.calendar.year

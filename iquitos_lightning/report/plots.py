@@ -8,6 +8,7 @@ site's PV, mall and EV energy. Both read the environment's flow tables only
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -18,6 +19,8 @@ matplotlib.use("Agg")  # files only: no display on servers and CI
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+
+from iquitos_lightning.atomic_files import write_atomically  # noqa: E402
 
 HOURS_PER_WEEK = 168
 _COLOURS = {
@@ -170,7 +173,8 @@ def plot_monthly_energy(
 
 def save_figure(figure: plt.Figure, path: Path) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
+    image = io.BytesIO()
+    figure.savefig(image, dpi=110, format=path.suffix.lstrip(".") or "png")
     plt.close(figure)
+    write_atomically(image.getbuffer(), path, "report")  # a full disk: one clear error, the old plot kept
     return path

@@ -3,7 +3,9 @@
 Why a cached builder: every command (baselines, training, tests) needs the same data; building the
 default year takes seconds, so a folder is reused when its stored config hash matches
 (``build_hash.txt``, written last, so an interrupted build is never taken for a finished one).
-Same config -> byte-identical files (every draw is seeded from ``config.seed``).
+Same config -> byte-identical files (every draw is seeded from ``config.seed``). A cached folder is
+checked before use (:mod:`iquitos_lightning.site.validate`: files present with one row per hour, no
+NaN, plausible units, no overlapping sessions), since it may have been edited or truncated.
 
 The CityLearn mapping (one building, central agent, offline, nothing autosized):
 - the mall is the building's ``non_shiftable_load``; PV is a ``PV`` device in ``absolute`` mode
@@ -55,6 +57,7 @@ from iquitos_lightning.site.config import (
     WeatherConfig,
 )
 from iquitos_lightning.site.series import SESSION_COLUMNS, SiteSeries
+from iquitos_lightning.site.validate import SiteDataError, check_files, check_series
 
 HASH_FILE = "build_hash.txt"
 # Bump when the builder's output changes for the same config: old cached folders are then rebuilt.
@@ -140,10 +143,13 @@ def build_site(
     wanted_hash = f"{config.content_hash()}-v{BUILDER_VERSION}"
     hash_path = path / HASH_FILE
     if not force and hash_path.is_file() and hash_path.read_text().strip() == wanted_hash:
+        check_files(path, config.hours, expected_files(config))
+        series = load_series(path)
+        check_series(series, str(path / SERIES_FILE))
         return BuildResult(
             path=path,
             schema_path=path / SCHEMA_FILE,
-            series=load_series(path),
+            series=series,
             calibration=json.loads((path / CALIBRATION_FILE).read_text()),
             cached=True,
         )
@@ -188,14 +194,31 @@ def build_site(
     return BuildResult(path=path, schema_path=path / SCHEMA_FILE, series=series, calibration=calibration, cached=False)
 
 
+def expected_files(config: SiteConfig) -> dict[str, int]:
+    """Every file of a built folder and the data rows it holds (CityLearn tables have one extra row: ``_pad``)."""
+    hours = config.hours
+    tables = ("building.csv", "weather.csv", "carbon_intensity.csv", "pricing.csv")
+    chargers = {f"{CHARGER_DIR}/{charger_id(socket)}.csv": hours + 1 for socket in range(config.ev.socket_count)}
+    return {SERIES_FILE: hours, **{name: hours + 1 for name in tables}, **chargers}
+
+
 def load_series(path: Path) -> SiteSeries:
     """Read a built site's :class:`SiteSeries` back from its folder (``series.csv``, ``sessions.csv``)."""
     path = Path(path)
+    for name in (CONFIG_FILE, SCHEMA_FILE, CALIBRATION_FILE, SERIES_FILE, SESSIONS_FILE):
+        if not (path / name).is_file():
+            raise SiteDataError(f"site data {path / name}: file missing; rebuild with build-site --force")
     config = site_config_from_dict(json.loads((path / CONFIG_FILE).read_text()))
     table = pd.read_csv(path / SERIES_FILE, float_precision="round_trip")
-    sessions = pd.read_csv(path / SESSIONS_FILE, float_precision="round_trip")[list(SESSION_COLUMNS)]
+    sessions = pd.read_csv(path / SESSIONS_FILE, float_precision="round_trip")
+    for name, frame, columns in ((SERIES_FILE, table, SERIES_COLUMNS), (SESSIONS_FILE, sessions, SESSION_COLUMNS)):
+        missing = [column for column in columns if column not in frame.columns]
+        if missing:
+            raise SiteDataError(f"site data {path / name}: columns {missing} missing; expected {list(columns)}")
     return SiteSeries(
-        config=config, sessions=sessions, **{name: table[name].to_numpy(float) for name in SERIES_COLUMNS}
+        config=config,
+        sessions=sessions[list(SESSION_COLUMNS)],
+        **{name: table[name].to_numpy(float) for name in SERIES_COLUMNS},
     )
 
 

@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iquitos_lightning.errors import ConfigError
+
 HOURS_PER_DAY = 24
 MONTHS_PER_YEAR = 12
 
 
-class SiteConfigError(ValueError):
+class SiteConfigError(ConfigError):
     """A site configuration value is invalid; the message names the field and what is valid."""
 
 

@@ -89,7 +89,7 @@ def test_full_disk_fails_clearly_and_keeps_previous(tmp_path: Path, monkeypatch:
     """/dev/full answers every write with ENOSPC: the error must say the disk is full."""
     if not Path("/dev/full").exists():
         pytest.skip("/dev/full is not available")
-    from iquitos_lightning import checkpoint_io
+    from iquitos_lightning import atomic_files
 
     target = tmp_path / "last.ckpt"
     SafeCheckpointIO().save_checkpoint({"generation": 0}, target)
@@ -101,7 +101,7 @@ def test_full_disk_fails_clearly_and_keeps_previous(tmp_path: Path, monkeypatch:
         return real_open(file, mode, *args, **kwargs)
 
     # The temp file is opened on /dev/full, a real device whose writes fail with ENOSPC.
-    monkeypatch.setattr(checkpoint_io, "open", open_full_disk, raising=False)
+    monkeypatch.setattr(atomic_files, "open", open_full_disk, raising=False)
     with pytest.raises(CheckpointWriteError, match="disk is full"):
         SafeCheckpointIO().save_checkpoint({"generation": 1, "payload": torch.zeros(1000)}, target)
     monkeypatch.undo()

@@ -1,0 +1,141 @@
+"""Crash and interrupt, in real processes: Ctrl-C saves and exits 130; kill -9 mid-write keeps the last checkpoint."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import lightning.pytorch as pl
+import pytest
+from robust_testkit import REPO, child_env, load, pendulum_sac_args
+
+sys.path.insert(0, str(REPO / "tests" / "agents"))
+from agents_testkit import cpu_trainer, small_sac  # noqa: E402
+
+from iquitos_lightning.agents.checkpointing import FrameCheckpoint  # noqa: E402
+from iquitos_lightning.atomic_files import TEMP_SUFFIX  # noqa: E402
+from iquitos_lightning.checkpoint_io import SafeCheckpointIO  # noqa: E402
+
+START_TIMEOUT_S = 180
+
+
+def _start(args: list[str]) -> subprocess.Popen:
+    command = [sys.executable, "-m", "iquitos_lightning", *args]
+    return subprocess.Popen(
+        command, cwd=REPO, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _wait_for(condition, child: subprocess.Popen, poll_s: float) -> None:  # noqa: ANN001 - a zero-argument predicate
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not condition():
+        if child.poll() is not None:
+            raise AssertionError(f"the run ended early ({child.returncode}):\n{child.stderr.read()}")
+        if time.monotonic() > deadline:
+            child.kill()
+            raise AssertionError("the run never reached the expected point")
+        time.sleep(poll_s)
+
+
+def test_ctrl_c_stops_after_the_rollout_saves_a_consistent_checkpoint_and_exits_130(tmp_path: Path) -> None:
+    checkpoints = tmp_path / "checkpoints"
+    child = _start(pendulum_sac_args(tmp_path, frame_budget=1_000_000, every_n_frames=50, updates_per_frame=0.2))
+    _wait_for(lambda: (checkpoints / "last.ckpt").exists(), child, poll_s=0.05)
+    child.send_signal(signal.SIGINT)
+    _, stderr = child.communicate(timeout=120)
+
+    assert child.returncode == 130, stderr
+    assert "interrupted: checkpoint saved to" in stderr and "--ckpt_path last" in stderr
+    assert "Traceback" not in stderr
+    state = load(checkpoints / "last.ckpt")["rl_state"]
+    # Saved at a rollout boundary with every update of that rollout made: 0.2 updates per frame from the
+    # first rollout on, so the counters agree exactly (an interrupt mid-update would break this).
+    assert state["frames_done"] % 50 == 0 and state["frames_done"] >= 50
+    assert state["updates_done"] == state["frames_done"] // 5
+    assert len(state["agent"]["replay_buffer"]["data"]["observation"]) == state["frames_done"]
+
+
+def test_kill_9_in_the_middle_of_a_checkpoint_write_keeps_last_loadable_and_fit_resumes(tmp_path: Path) -> None:
+    checkpoints = tmp_path / "checkpoints"
+    # 1024-wide networks make each checkpoint ~45 MB, so a write lasts long enough to be caught in the act.
+    big = {"every_n_frames": 50, "hidden": 1024, "updates_per_frame": 0.04}
+    child = _start(pendulum_sac_args(tmp_path, frame_budget=1_000_000, **big))
+
+    def writing_a_checkpoint() -> bool:
+        partial = [path for path in checkpoints.glob(f"*.ckpt.*{TEMP_SUFFIX}") if ".link" not in path.name]
+        return bool(partial) and (checkpoints / "last.ckpt").exists()
+
+    _wait_for(writing_a_checkpoint, child, poll_s=0.001)
+    child.kill()
+    child.communicate(timeout=60)
+    assert child.returncode == -signal.SIGKILL
+    assert list(checkpoints.glob(f"*{TEMP_SUFFIX}")), "the kill should have interrupted a write"
+
+    last = checkpoints / "last.ckpt"
+    frames_at_kill = SafeCheckpointIO().load_checkpoint(last)["rl_state"]["frames_done"]
+    assert frames_at_kill >= 50
+
+    resumed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iquitos_lightning",
+            *pendulum_sac_args(tmp_path, frame_budget=frames_at_kill + 100, **big),
+            "--ckpt_path=last",
+        ],
+        cwd=REPO,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert not list(checkpoints.glob(f"*{TEMP_SUFFIX}"))  # the killed write's leftover was cleaned up
+    assert load(last)["rl_state"]["frames_done"] == frames_at_kill + 100
+
+
+class SimulatedKill(BaseException):
+    """Stands in for SIGKILL at one exact instruction: nothing after it runs, no cleanup catches it."""
+
+
+class KillAtSecondLink(pl.Callback):
+    """Makes the next ``last`` link update die (at ``os.symlink``) once the first checkpoint is on disk."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, checkpoints: Path) -> None:
+        self.monkeypatch, self.checkpoints = monkeypatch, checkpoints
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:  # noqa: ANN001
+        if (self.checkpoints / "last.ckpt").exists():
+
+            def die(*args: object, **kwargs: object) -> None:
+                raise SimulatedKill
+
+            self.monkeypatch.setattr(os, "symlink", die)
+
+
+def test_a_kill_while_last_is_relinked_leaves_last_pointing_at_a_complete_checkpoint(tmp_path, monkeypatch):
+    """Lightning removes the old top-k file and then the old link before linking anew: a kill in between
+    leaves no ``last``. Here the link is swapped by one rename and replaced files go only afterwards."""
+    checkpoints = tmp_path / "checkpoints"
+    pl.seed_everything(0)
+    callbacks = [
+        KillAtSecondLink(monkeypatch, checkpoints),
+        FrameCheckpoint(every_n_frames=50, dirpath=str(checkpoints)),
+    ]
+    with pytest.raises(SimulatedKill):
+        cpu_trainer(tmp_path, callbacks=callbacks, plugins=[SafeCheckpointIO()]).fit(small_sac(500))
+    monkeypatch.undo()
+
+    last = checkpoints / "last.ckpt"
+    assert last.exists(), f"'last' must resolve to a file, found {sorted(p.name for p in checkpoints.iterdir())}"
+    assert SafeCheckpointIO().load_checkpoint(last)["rl_state"]["frames_done"] == 50
+
+    resumed = small_sac(150)
+    cpu_trainer(tmp_path, callbacks=[FrameCheckpoint(every_n_frames=50, dirpath=str(checkpoints))]).fit(
+        resumed, ckpt_path="last"
+    )
+    assert resumed.frames_done == 150

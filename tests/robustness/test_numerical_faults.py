@@ -1,0 +1,139 @@
+"""Non-finite losses skip the update and are counted; a persistent fault stops the run naming the loss term,
+with a checkpoint holding the weights from before the fault; the env's values are checked at the boundary."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import lightning.pytorch as pl
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
+from agents_testkit import cpu_trainer, frame_checkpoint, small_sac  # noqa: E402
+from robust_testkit import load  # noqa: E402
+
+from iquitos_lightning.agents import A2C, EnvConfig, RolloutConfig  # noqa: E402
+from iquitos_lightning.agents.numerics import NonFiniteTraining  # noqa: E402
+from iquitos_lightning.checkpoint_io import SafeCheckpointIO  # noqa: E402
+from iquitos_lightning.envs.finite import FiniteValues, NonFiniteEnvValue  # noqa: E402
+
+
+class PoisonRewards(pl.Callback):
+    """Makes the rewards of the rollouts in ``[start, stop)`` frames NaN before the agent learns from them.
+
+    Stands in for a broken reward term downstream of the env check; records the weights just before the
+    first poisoned rollout.
+    """
+
+    def __init__(self, start: int, stop: int = sys.maxsize) -> None:
+        self.start, self.stop = start, stop
+        self.weights_before: dict[str, torch.Tensor] | None = None
+
+    def on_train_batch_start(self, trainer: pl.Trainer, agent, batch, batch_idx: int) -> None:  # noqa: ANN001
+        frames_after = agent.frames_done + batch.numel()
+        if self.start < frames_after <= self.stop:
+            if self.weights_before is None:
+                self.weights_before = {key: value.clone() for key, value in agent.state_dict().items()}
+            batch["next", "reward"].fill_(float("nan"))
+
+
+def test_persistent_nan_loss_stops_after_the_limit_naming_the_term_with_the_weights_from_before(tmp_path):
+    pl.seed_everything(0)
+    agent = small_sac(
+        2_000,
+        rollout=RolloutConfig(
+            frame_budget=2_000, frames_per_batch=50, eval_every_frames=1_000, eval_episodes=0, max_nonfinite_in_a_row=3
+        ),
+    )
+    poison = PoisonRewards(start=100)
+    trainer = cpu_trainer(tmp_path, callbacks=[frame_checkpoint(tmp_path, 50), poison], plugins=[SafeCheckpointIO()])
+
+    with pytest.raises(NonFiniteTraining, match="3 updates in a row had a non-finite loss_qvalue") as stopped:
+        trainer.fit(agent)
+
+    assert agent.nonfinite.skipped_total == 3
+    assert any("checkpoint saved" in note for note in stopped.value.__notes__)
+    saved = load(tmp_path / "checkpoints" / "last.ckpt")
+    assert saved["rl_state"]["frames_done"] == 150  # the rollout that faulted is counted, none of its updates applied
+    for key, before in poison.weights_before.items():
+        assert torch.equal(saved["state_dict"][key], before), key
+        assert torch.isfinite(saved["state_dict"][key]).all(), key
+
+
+def test_one_bad_rollout_is_skipped_counted_and_logged_and_training_goes_on():
+    pl.seed_everything(0)
+    agent = A2C(
+        env=EnvConfig(name="Pendulum-v1", seed=2, max_episode_steps=64),
+        rollout=RolloutConfig(frame_budget=320, frames_per_batch=64, eval_every_frames=320, eval_episodes=0),
+    )
+    trainer = cpu_trainer(callbacks=[PoisonRewards(start=128, stop=192)])
+    trainer.fit(agent)
+
+    assert agent.frames_done == 320
+    assert agent.nonfinite.skipped_total == 1 and agent.updates_done == 4
+    assert trainer.logged_metrics["train/nonfinite_skipped"] == 1
+    assert all(torch.isfinite(parameter).all() for parameter in agent.parameters())
+
+
+class BrokenSensor(gym.Env):
+    """A 3-value env whose second observation ('pv') turns NaN at step 3, or whose reward does."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (3,), np.float32)
+    action_space = gym.spaces.Box(-1, 1, (1,), np.float32)
+    observation_names = ("hour", "pv", "load")
+
+    def __init__(self, broken: str) -> None:
+        self.broken = broken
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):  # noqa: ANN001 - Gymnasium's signature
+        self.t = 0
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):  # noqa: ANN001
+        self.t += 1
+        observation = np.ones(3, np.float32)
+        reward = 0.0
+        if self.t == 3:
+            if self.broken == "observation":
+                observation[1] = np.nan
+            else:
+                reward = float("inf")
+        return observation, reward, False, False, {}
+
+
+@pytest.mark.parametrize(
+    ("broken", "named"),
+    [
+        ("observation", r"observation 'pv' \(observation\[1\]\) = nan at step 3"),
+        ("reward", r"reward \(inf\) at step 3"),
+    ],
+)
+def test_non_finite_env_values_are_stopped_at_the_boundary_naming_the_key(broken, named):
+    env = FiniteValues(BrokenSensor(broken), "broken-sensor")
+    env.reset()
+    env.step(np.zeros(1))
+    env.step(np.zeros(1))
+    with pytest.raises(NonFiniteEnvValue, match=named):
+        env.step(np.zeros(1))
+
+
+def test_every_training_env_is_checked_at_the_boundary():
+    from iquitos_lightning.agents.env_factory import make_env
+
+    env = make_env(EnvConfig(name="Pendulum-v1"))
+    assert isinstance(env.base_env._env.env, FiniteValues)
+
+
+def test_a_finite_loss_with_a_non_finite_gradient_is_named_by_the_term_its_optimizer_learns():
+    from iquitos_lightning.agents.numerics import find_nonfinite
+
+    finite = {"loss_actor": torch.tensor(1.0), "loss_qvalue": torch.tensor(2.0)}
+    gradients = {"loss_actor": [torch.ones(3)], "loss_qvalue": [torch.ones(2), torch.tensor([0.0, float("inf")])]}
+    assert find_nonfinite(finite, gradients) == "gradient of loss_qvalue"
+    assert find_nonfinite(finite, {"loss_actor": [torch.ones(3)]}) is None
+    assert find_nonfinite({**finite, "loss_actor": torch.tensor(float("nan"))}, gradients) == "loss_actor"
