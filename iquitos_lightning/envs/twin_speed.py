@@ -50,19 +50,34 @@ def citylearn_steps_per_second(
     return steps / (time.perf_counter() - started), steps / (time.process_time() - cpu)
 
 
-def twin_steps_per_second(twin: IquitosTwin, seconds: float = 2.0, seed: int = 0) -> tuple[float, float]:
-    """Env steps (B per call) per wall and per CPU second of ``twin.step``, random actions, about ``seconds``."""
+def twin_steps_per_second(
+    twin: IquitosTwin, seconds: float = 2.0, seed: int = 0, *, torchrl: bool = True
+) -> tuple[float, float]:
+    """Env steps (B per call) per wall and per CPU second, random actions, for about ``seconds``.
+
+    ``torchrl``: time ``twin.step`` (TorchRL's ``EnvBase.step`` around the physics, what a
+    collector calls); otherwise the physics alone (:meth:`IquitosTwin._simulate` and the state
+    update), the level of CityLearn's own ``step``.
+    """
     generator = torch.Generator(device=twin.device).manual_seed(seed)
     shape = twin.action_spec.shape
     actions = [torch.rand(shape, generator=generator, device=twin.device) * 2 - 1 for _ in range(16)]
+
+    def step(action: torch.Tensor) -> None:
+        if torchrl:
+            twin.step(TensorDict({"action": action}, batch_size=twin.batch_size))
+        else:
+            state = twin._state
+            state.t, state.soc, state.capacity, *_ = twin._simulate(state.t, state.soc, state.capacity, action)
+
     twin.reset()
-    twin.step(TensorDict({"action": actions[0]}, batch_size=twin.batch_size))  # warm-up (compiles if asked)
+    step(actions[0])  # warm-up (compiles if asked)
     twin.reset()
     calls, started, cpu = 0, time.perf_counter(), time.process_time()
     while True:
         if int(twin._state.t.max()) >= twin.hours:
             twin.reset()
-        twin.step(TensorDict({"action": actions[calls % len(actions)]}, batch_size=twin.batch_size))
+        step(actions[calls % len(actions)])
         calls += 1
         elapsed = time.perf_counter() - started
         if calls >= 5 and elapsed >= seconds:
@@ -77,11 +92,13 @@ def twin_speed_table(
     citylearn_steps: int = 50,
     seconds: float = 2.0,
     compile: bool = False,
+    physics_only: bool = False,
 ) -> list[dict[str, Any]]:
     """One row for CityLearn and one per twin batch size: env steps per second and speed-up over CityLearn.
 
     ``compile``: also time the compiled twin (``IquitosTwin(compile=True)``; about a minute of
-    compilation per batch size, not counted).
+    compilation per batch size, not counted). ``physics_only``: also time the twin's physics
+    without TorchRL's ``EnvBase.step`` around it (rows ``*_physics``).
     """
     wall, cpu = citylearn_steps_per_second(site, Path(data_root), citylearn_steps)
     name = Path(site).stem
@@ -92,13 +109,14 @@ def twin_speed_table(
     for compiled in (False, True) if compile else (False,):
         for envs in batch_sizes:
             twin = make_twin(site, data_root=Path(data_root), num_envs=envs, compile=compiled)
-            twin_wall, twin_cpu = twin_steps_per_second(twin, seconds)
-            simulator = "twin_compiled" if compiled else "twin"
-            rows.append(
-                {"site": name, "simulator": simulator, "num_envs": envs}
-                | {"steps_per_s": twin_wall, "steps_per_cpu_s": twin_cpu}
-                | {"speedup": twin_wall / wall, "speedup_cpu": twin_cpu / cpu}
-            )
+            for torchrl in (True, False) if physics_only else (True,):
+                twin_wall, twin_cpu = twin_steps_per_second(twin, seconds, torchrl=torchrl)
+                simulator = "twin" + ("_compiled" if compiled else "") + ("" if torchrl else "_physics")
+                rows.append(
+                    {"site": name, "simulator": simulator, "num_envs": envs}
+                    | {"steps_per_s": twin_wall, "steps_per_cpu_s": twin_cpu}
+                    | {"speedup": twin_wall / wall, "speedup_cpu": twin_cpu / cpu}
+                )
     return rows
 
 
