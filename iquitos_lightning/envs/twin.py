@@ -350,7 +350,15 @@ def make_twin(
     """Build (or reuse) the site's dataset under ``data_root/<name>`` and simulate it as an :class:`IquitosTwin`."""
     site_config = site if isinstance(site, SiteConfig) else load_site_config(site)
     build = build_site(site_config, Path(data_root) / site_config.name, progress=False)
-    return IquitosTwin(build.schema_path, build.series, reward_weights, num_envs=num_envs, device=device, record=record)
+    return IquitosTwin(
+        build.schema_path,
+        build.series,
+        reward_weights,
+        num_envs=num_envs,
+        device=device,
+        record=record,
+        compile=compile,
+    )
 
 
 def make_torchrl_twin(
