@@ -95,7 +95,7 @@ def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
         from iquitos_lightning.envs.twin import make_torchrl_twin
 
         return make_torchrl_twin(
-            config.site, data_root=Path(config.data_root), num_envs=config.num_envs, compile=config.compile_twin
+            config.site, data_root=Path(config.data_root), num_envs=config.num_envs, compile_physics=config.compile_twin
         )
     seeding = EpisodeSeeding(_make_gym_env(config), config.eval_seed if evaluation else config.seed)
     env = TransformedEnv(GymWrapper(seeding, device="cpu"), DoubleToFloat())

@@ -96,7 +96,7 @@ def twin_speed_table(
 ) -> list[dict[str, Any]]:
     """One row for CityLearn and one per twin batch size: env steps per second and speed-up over CityLearn.
 
-    ``compile``: also time the compiled twin (``IquitosTwin(compile=True)``; about a minute of
+    ``compile``: also time the compiled twin (``IquitosTwin(compile_physics=True)``; about a minute of
     compilation per batch size, not counted). ``physics_only``: also time the twin's physics
     without TorchRL's ``EnvBase.step`` around it (rows ``*_physics``).
     """
@@ -108,7 +108,7 @@ def twin_speed_table(
     ]
     for compiled in (False, True) if compile else (False,):
         for envs in batch_sizes:
-            twin = make_twin(site, data_root=Path(data_root), num_envs=envs, compile=compiled)
+            twin = make_twin(site, data_root=Path(data_root), num_envs=envs, compile_physics=compiled)
             for torchrl in (True, False) if physics_only else (True,):
                 twin_wall, twin_cpu = twin_steps_per_second(twin, seconds, torchrl=torchrl)
                 simulator = "twin" + ("_compiled" if compiled else "") + ("" if torchrl else "_physics")

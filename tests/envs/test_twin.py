@@ -193,3 +193,10 @@ def test_twin_speed_table_gives_citylearn_and_one_row_per_batch_size(data_root: 
     rows = twin_speed_table(TINY, data_root, (1, 4), citylearn_steps=3, seconds=0.05)
     assert [(row["simulator"], row["num_envs"]) for row in rows] == [("citylearn", 1), ("twin", 1), ("twin", 4)]
     assert all(row["steps_per_s"] > 0 and row["steps_per_cpu_s"] > 0 for row in rows)
+
+
+def test_compile_physics_reaches_the_twin_despite_torchrls_own_compile_keyword(citylearn: IquitosEnv) -> None:
+    # torch.compile is lazy: building the compiled twin is cheap, compiling happens on the first step.
+    twin = IquitosTwin(citylearn.schema_path, citylearn.series, compile_physics=True)
+    assert "_simulate" in vars(twin)  # the compiled function shadows the eager method
+    assert "_simulate" not in vars(IquitosTwin(citylearn.schema_path, citylearn.series))
