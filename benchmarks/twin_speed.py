@@ -66,7 +66,7 @@ def main() -> None:
         for row in rows:
             _print(row)
     elif args.what == "equivalence":
-        for row in long_equivalence(args.site, args.data_root, args.steps):
+        for row in long_equivalence(args.site, args.data_root, args.steps, compile_physics=args.compile):
             _print(row)
     else:
         settings = {"epochs": 4, "minibatch_size": 2048} if args.algorithm == "PPO" else {}

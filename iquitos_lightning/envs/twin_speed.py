@@ -125,8 +125,12 @@ def long_equivalence(
     data_root: Path = Path("data"),
     steps: int = 2000,
     sources: tuple[str, ...] = ("random", "uncontrolled", "rule_based"),
+    compile_physics: bool = False,
 ) -> list[dict[str, Any]]:
-    """CityLearn's first ``steps`` hours with each action source, replayed on one batched twin: largest errors."""
+    """CityLearn's first ``steps`` hours with each action source, replayed on one batched twin: largest errors.
+
+    ``compile_physics``: replay on the compiled twin (checks that compiling changes nothing).
+    """
     from iquitos_lightning.control.references import RuleBasedController, UncontrolledController
     from iquitos_lightning.envs.citylearn import make_iquitos_env
     from iquitos_lightning.envs.twin_equivalence import citylearn_trajectory, compare, twin_trajectories
@@ -145,13 +149,16 @@ def long_equivalence(
         else:
             reference = citylearn_trajectory(env, lambda obs, state, c=controllers[source]: c.act(state), steps)
         references.append((source, reference, time.perf_counter() - started))
-    twin = IquitosTwin(env.schema_path, env.series, num_envs=len(references), record=True)
+    twin = IquitosTwin(
+        env.schema_path, env.series, num_envs=len(references), record=True, compile_physics=compile_physics
+    )
     started = time.perf_counter()
     replays = twin_trajectories(twin, np.stack([reference.actions for _, reference, _ in references]))
     twin_seconds = time.perf_counter() - started
     return [
         {
             "site": Path(site).stem,
+            "twin": "compiled" if compile_physics else "eager",
             "actions": source,
             "steps": len(reference.rewards),
             **{f"max_rel_error_{key}": value for key, value in compare(reference, replay).items()},
