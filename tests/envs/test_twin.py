@@ -213,6 +213,7 @@ def test_sac_on_the_twin_stores_one_buffer_row_per_transition(data_root: Path) -
         hidden_sizes=(16, 16),
         batch_size=16,
         init_random_frames=168,
+        updates_per_frame=0.05,  # a few updates: the test is about storage, not learning
     )
     pl.Trainer(
         accelerator="cpu",
