@@ -48,18 +48,25 @@ def main() -> None:
     parser.add_argument("--evaluate", action="store_true", help="training: run the policy on CityLearn and the twin")
     parser.add_argument("--eval-steps", type=int, default=None, help="training: hours of that evaluation (all)")
     parser.add_argument("--compile", action="store_true", help="also time / train the compiled twin")
+    parser.add_argument("--physics-only", action="store_true", help="speed: also time the physics without TorchRL")
     parser.add_argument(
         "--threads", type=int, default=1, help="torch intra-op threads (1: best on a shared 2-core box)"
     )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.what == "speed":
-        for row in twin_speed_table(
-            args.site, args.data_root, tuple(args.batch_sizes), citylearn_steps=args.citylearn_steps
-        ):
+        rows = twin_speed_table(
+            args.site,
+            args.data_root,
+            tuple(args.batch_sizes),
+            citylearn_steps=args.citylearn_steps,
+            compile=args.compile,
+            physics_only=args.physics_only,
+        )
+        for row in rows:
             _print(row)
     elif args.what == "equivalence":
-        for row in long_equivalence(args.site, args.data_root, args.steps):
+        for row in long_equivalence(args.site, args.data_root, args.steps, compile_physics=args.compile):
             _print(row)
     else:
         settings = {"epochs": 4, "minibatch_size": 2048} if args.algorithm == "PPO" else {}

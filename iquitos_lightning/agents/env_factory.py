@@ -106,7 +106,7 @@ def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
         from iquitos_lightning.envs.twin import make_torchrl_twin
 
         return make_torchrl_twin(
-            config.site, data_root=Path(config.data_root), num_envs=config.num_envs, compile=config.compile_twin
+            config.site, data_root=Path(config.data_root), num_envs=config.num_envs, compile_physics=config.compile_twin
         )
     checked = FiniteValues(_make_gym_env(config), config.name)
     seeding = EpisodeSeeding(checked, config.eval_seed if evaluation else config.seed)

@@ -61,8 +61,12 @@ def check_buffer_config(config: ReplayBufferConfig, batch_size: int) -> None:
 
 
 def transition_for_buffer(transitions: TensorDictBase) -> TensorDictBase:
-    """What is stored per transition: everything but collector bookkeeping."""
-    return transitions.exclude(*EXCLUDED_KEYS)
+    """What is stored per transition: everything but collector bookkeeping, one row per transition.
+
+    A batched env (the twin) gives rollouts of shape [envs, time]: flattened, so the buffer stores
+    transitions and not whole per-env sequences.
+    """
+    return transitions.exclude(*EXCLUDED_KEYS).reshape(-1)
 
 
 def bytes_per_transition(example: TensorDictBase) -> int:

@@ -140,5 +140,4 @@ def reward_terms(outcome: StepOutcome, scales: RewardScales) -> dict[str, Value]
 
 def weighted_reward(terms: dict[str, Value], weights: RewardWeights) -> Value:
     """The weighted mean of the terms: sum(w_i x term_i) / sum(w_i)."""
-    weight = asdict(weights)
-    return sum(weight[name] * value for name, value in terms.items()) / weights.total
+    return sum(getattr(weights, name) * value for name, value in terms.items()) / weights.total

@@ -215,6 +215,7 @@ class SiteModels:
     def __post_init__(self) -> None:
         self.bess_power_kw = self.batteries.nominal_power[:1]
         self.charger_max_clamped = self.charger_max_kw.clamp_min(0.0)
+        self.charger_max_divisor = self.charger_max_kw.clamp_min(ZERO_DIVISION_PLACEHOLDER)
         self.charger_min_clamped = torch.minimum(self.charger_min_kw, self.charger_max_clamped).clamp_min(0.0)
         self.has_deadband = bool((self.charger_min_clamped > 0).any() or (self.charger_max_clamped <= 0).any())
         self.lossless_chargers = bool((self.charger_efficiency == 1.0).all())
@@ -261,7 +262,7 @@ class SiteModels:
         if self.has_deadband:
             power = torch.where(power < self.charger_min_clamped, 0.0, power)
             power = torch.where(self.charger_max_clamped <= 0, 0.0, power)
-        energy = power / self.charger_max_kw.clamp_min(ZERO_DIVISION_PLACEHOLDER) * self.charger_max_kw
+        energy = power / self.charger_max_divisor * self.charger_max_kw
         if not self.lossless_chargers:  # x 1.0 is exact: skipped when every charger is lossless
             energy = energy * self.charger_efficiency
         return torch.cat([bess, energy], -1)

@@ -50,19 +50,34 @@ def citylearn_steps_per_second(
     return steps / (time.perf_counter() - started), steps / (time.process_time() - cpu)
 
 
-def twin_steps_per_second(twin: IquitosTwin, seconds: float = 2.0, seed: int = 0) -> tuple[float, float]:
-    """Env steps (B per call) per wall and per CPU second of ``twin.step``, random actions, about ``seconds``."""
+def twin_steps_per_second(
+    twin: IquitosTwin, seconds: float = 2.0, seed: int = 0, *, torchrl: bool = True
+) -> tuple[float, float]:
+    """Env steps (B per call) per wall and per CPU second, random actions, for about ``seconds``.
+
+    ``torchrl``: time ``twin.step`` (TorchRL's ``EnvBase.step`` around the physics, what a
+    collector calls); otherwise the physics alone (:meth:`IquitosTwin._simulate` and the state
+    update), the level of CityLearn's own ``step``.
+    """
     generator = torch.Generator(device=twin.device).manual_seed(seed)
     shape = twin.action_spec.shape
     actions = [torch.rand(shape, generator=generator, device=twin.device) * 2 - 1 for _ in range(16)]
+
+    def step(action: torch.Tensor) -> None:
+        if torchrl:
+            twin.step(TensorDict({"action": action}, batch_size=twin.batch_size))
+        else:
+            state = twin._state
+            state.t, state.soc, state.capacity, *_ = twin._simulate(state.t, state.soc, state.capacity, action)
+
     twin.reset()
-    twin.step(TensorDict({"action": actions[0]}, batch_size=twin.batch_size))  # warm-up (compiles if asked)
+    step(actions[0])  # warm-up (compiles if asked)
     twin.reset()
     calls, started, cpu = 0, time.perf_counter(), time.process_time()
     while True:
         if int(twin._state.t.max()) >= twin.hours:
             twin.reset()
-        twin.step(TensorDict({"action": actions[calls % len(actions)]}, batch_size=twin.batch_size))
+        step(actions[calls % len(actions)])
         calls += 1
         elapsed = time.perf_counter() - started
         if calls >= 5 and elapsed >= seconds:
@@ -77,11 +92,13 @@ def twin_speed_table(
     citylearn_steps: int = 50,
     seconds: float = 2.0,
     compile: bool = False,
+    physics_only: bool = False,
 ) -> list[dict[str, Any]]:
     """One row for CityLearn and one per twin batch size: env steps per second and speed-up over CityLearn.
 
-    ``compile``: also time the compiled twin (``IquitosTwin(compile=True)``; about a minute of
-    compilation per batch size, not counted).
+    ``compile``: also time the compiled twin (``IquitosTwin(compile_physics=True)``; about a minute of
+    compilation per batch size, not counted). ``physics_only``: also time the twin's physics
+    without TorchRL's ``EnvBase.step`` around it (rows ``*_physics``).
     """
     wall, cpu = citylearn_steps_per_second(site, Path(data_root), citylearn_steps)
     name = Path(site).stem
@@ -91,14 +108,15 @@ def twin_speed_table(
     ]
     for compiled in (False, True) if compile else (False,):
         for envs in batch_sizes:
-            twin = make_twin(site, data_root=Path(data_root), num_envs=envs, compile=compiled)
-            twin_wall, twin_cpu = twin_steps_per_second(twin, seconds)
-            simulator = "twin_compiled" if compiled else "twin"
-            rows.append(
-                {"site": name, "simulator": simulator, "num_envs": envs}
-                | {"steps_per_s": twin_wall, "steps_per_cpu_s": twin_cpu}
-                | {"speedup": twin_wall / wall, "speedup_cpu": twin_cpu / cpu}
-            )
+            twin = make_twin(site, data_root=Path(data_root), num_envs=envs, compile_physics=compiled)
+            for torchrl in (True, False) if physics_only else (True,):
+                twin_wall, twin_cpu = twin_steps_per_second(twin, seconds, torchrl=torchrl)
+                simulator = "twin" + ("_compiled" if compiled else "") + ("" if torchrl else "_physics")
+                rows.append(
+                    {"site": name, "simulator": simulator, "num_envs": envs}
+                    | {"steps_per_s": twin_wall, "steps_per_cpu_s": twin_cpu}
+                    | {"speedup": twin_wall / wall, "speedup_cpu": twin_cpu / cpu}
+                )
     return rows
 
 
@@ -107,8 +125,12 @@ def long_equivalence(
     data_root: Path = Path("data"),
     steps: int = 2000,
     sources: tuple[str, ...] = ("random", "uncontrolled", "rule_based"),
+    compile_physics: bool = False,
 ) -> list[dict[str, Any]]:
-    """CityLearn's first ``steps`` hours with each action source, replayed on one batched twin: largest errors."""
+    """CityLearn's first ``steps`` hours with each action source, replayed on one batched twin: largest errors.
+
+    ``compile_physics``: replay on the compiled twin (checks that compiling changes nothing).
+    """
     from iquitos_lightning.control.references import RuleBasedController, UncontrolledController
     from iquitos_lightning.envs.citylearn import make_iquitos_env
     from iquitos_lightning.envs.twin_equivalence import citylearn_trajectory, compare, twin_trajectories
@@ -127,13 +149,16 @@ def long_equivalence(
         else:
             reference = citylearn_trajectory(env, lambda obs, state, c=controllers[source]: c.act(state), steps)
         references.append((source, reference, time.perf_counter() - started))
-    twin = IquitosTwin(env.schema_path, env.series, num_envs=len(references), record=True)
+    twin = IquitosTwin(
+        env.schema_path, env.series, num_envs=len(references), record=True, compile_physics=compile_physics
+    )
     started = time.perf_counter()
     replays = twin_trajectories(twin, np.stack([reference.actions for _, reference, _ in references]))
     twin_seconds = time.perf_counter() - started
     return [
         {
             "site": Path(site).stem,
+            "twin": "compiled" if compile_physics else "eager",
             "actions": source,
             "steps": len(reference.rewards),
             **{f"max_rel_error_{key}": value for key, value in compare(reference, replay).items()},

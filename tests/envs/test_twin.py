@@ -193,3 +193,39 @@ def test_twin_speed_table_gives_citylearn_and_one_row_per_batch_size(data_root: 
     rows = twin_speed_table(TINY, data_root, (1, 4), citylearn_steps=3, seconds=0.05)
     assert [(row["simulator"], row["num_envs"]) for row in rows] == [("citylearn", 1), ("twin", 1), ("twin", 4)]
     assert all(row["steps_per_s"] > 0 and row["steps_per_cpu_s"] > 0 for row in rows)
+
+
+def test_compile_physics_reaches_the_twin_despite_torchrls_own_compile_keyword(citylearn: IquitosEnv) -> None:
+    # torch.compile is lazy: building the compiled twin is cheap, compiling happens on the first step.
+    twin = IquitosTwin(citylearn.schema_path, citylearn.series, compile_physics=True)
+    assert "_simulate" in vars(twin)  # the compiled function shadows the eager method
+    assert "_simulate" not in vars(IquitosTwin(citylearn.schema_path, citylearn.series))
+
+
+def test_sac_on_the_twin_stores_one_buffer_row_per_transition(data_root: Path) -> None:
+    from iquitos_lightning.agents import SAC, ReplayBufferConfig
+
+    torch.manual_seed(0)
+    agent = SAC(
+        env=EnvConfig(site=str(TINY), data_root=str(data_root), backend="twin", num_envs=4),
+        rollout=RolloutConfig(frame_budget=4 * 84, frames_per_batch=4 * 42, eval_every_frames=4 * 84, eval_episodes=0),
+        buffer=ReplayBufferConfig(capacity=1_000),
+        hidden_sizes=(16, 16),
+        batch_size=16,
+        init_random_frames=168,
+        updates_per_frame=0.05,  # a few updates: the test is about storage, not learning
+    )
+    pl.Trainer(
+        accelerator="cpu",
+        max_epochs=-1,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+    ).fit(agent)
+    assert agent.frames_done == len(agent.replay_buffer) == 4 * 84
+    assert (
+        agent.replay_buffer.sample()["observation"].shape[-1]
+        == agent.train_env.observation_spec["observation"].shape[-1]
+    )
