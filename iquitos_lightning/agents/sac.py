@@ -140,7 +140,7 @@ class SAC(RLAgent):
 
     def learn(self, rollout: TensorDictBase) -> dict[str, torch.Tensor | float]:
         """Store the rollout; once past the random frames, run ``updates_per_frame`` updates per new frame."""
-        self.replay_buffer.extend(transition_for_buffer(rollout).reshape(-1))  # [envs, time] of a batched env
+        self.replay_buffer.extend(transition_for_buffer(rollout))
         if self.frames_done < self.init_random_frames:
             return {"buffer_size": len(self.replay_buffer)}
         self.update_credit += rollout.numel() * self.updates_per_frame
