@@ -8,7 +8,9 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
 - a ``checkpoint`` group (:class:`~iquitos_lightning.agents.checkpointing.FrameCheckpoint`: every N
   env frames plus ``last``; its folder defaults to ``<logger save_dir>/<name>/checkpoints`` so
   ``fit --ckpt_path last`` finds it from one run version to the next);
-- GPU-only settings adapted to a CPU machine once (:mod:`iquitos_lightning.agents.devices`).
+- GPU-only settings adapted to a CPU machine once (:mod:`iquitos_lightning.agents.devices`);
+- ``profile: auto`` / ``--profile auto``: sizes, precision and buffer chosen for the device, explicit
+  settings win (:mod:`iquitos_lightning.auto_profile`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from lightning.pytorch.utilities import rank_zero_warn
 from iquitos_lightning.agents import RLAgent
 from iquitos_lightning.agents.checkpointing import FrameCheckpoint
 from iquitos_lightning.agents.devices import AcceleratorUnavailable, adapt_to_machine
+from iquitos_lightning.auto_profile import add_profile_argument, apply_profile
+from iquitos_lightning.memory_budget import InsufficientMemory
 
 DEFAULT_LOGGER = {
     "class_path": "lightning.pytorch.loggers.CSVLogger",
@@ -31,7 +35,13 @@ DEFAULT_LOGGER = {
 
 
 class IquitosLightningCLI(LightningCLI):
+    def parse_arguments(self, parser: Any, args: Any) -> None:
+        # Kept so the auto profile can tell what the user wrote from what is a default.
+        self.written_args = list(sys.argv[1:] if args is None else args) if not isinstance(args, dict) else []
+        super().parse_arguments(parser, args)
+
     def add_arguments_to_parser(self, parser: Any) -> None:
+        add_profile_argument(parser)
         parser.add_lightning_class_args(FrameCheckpoint, "checkpoint")
         parser.set_defaults(
             {
@@ -44,6 +54,7 @@ class IquitosLightningCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
+        apply_profile(config, self.written_args)
         trainer = config.trainer
         adapted = adapt_to_machine(trainer.accelerator, trainer.precision, torch.cuda.is_available())
         trainer.accelerator = adapted.accelerator
@@ -81,7 +92,7 @@ def run_lightning_cli(args: list[str]) -> int:
             save_config_kwargs={"overwrite": True},
             parser_kwargs={"prog": "python -m iquitos_lightning"},
         )
-    except AcceleratorUnavailable as error:
+    except (AcceleratorUnavailable, InsufficientMemory) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except SystemExit as exit_:

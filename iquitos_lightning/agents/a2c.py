@@ -15,6 +15,7 @@ from torchrl.objectives.value import GAE
 from iquitos_lightning.agents.base import RLAgent, RolloutConfig
 from iquitos_lightning.agents.env_factory import EnvConfig
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor, make_state_value
+from iquitos_lightning.agents.speed import SpeedConfig
 
 
 class A2C(RLAgent):
@@ -32,6 +33,7 @@ class A2C(RLAgent):
         critic_coef: weight of the value loss.
         max_grad_norm: global gradient-norm clip (0 disables it).
         reward_scale: rewards are multiplied by this before learning (evaluation returns stay unscaled).
+        speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
 
     def __init__(
@@ -47,8 +49,9 @@ class A2C(RLAgent):
         critic_coef: float = 0.5,
         max_grad_norm: float = 0.5,
         reward_scale: float = 1.0,
+        speed: SpeedConfig | None = None,
     ) -> None:
-        super().__init__(env, rollout)
+        super().__init__(env, rollout, speed)
         self.automatic_optimization = False
         self.lr = lr
         self.max_grad_norm = max_grad_norm
@@ -72,26 +75,30 @@ class A2C(RLAgent):
         return self.actor
 
     def configure_optimizers(self) -> Adam:
-        return Adam(self.loss_module.parameters(), lr=self.lr)
+        return self.make_adam(self.loss_module.parameters(), self.lr)
 
     def learn(self, rollout: TensorDictBase) -> dict[str, torch.Tensor | float]:
         data = rollout.exclude("collector").to(self.device)
         data["next", "reward"] = data["next", "reward"] * self.reward_scale
         with torch.no_grad():
             self.advantage_module(data)
-        return self.update(data)
+        return self.run_update(data)
+
+    def loss_terms(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The loss terms TorchRL's loss returns (``loss_*``), summed."""
+        losses = self.loss_module(batch)
+        loss_names = [key for key in losses.keys() if key.startswith("loss_")]
+        total = sum(losses[key] for key in loss_names)
+        return total, {key: losses[key].detach() for key in loss_names}
 
     def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
         """One policy-gradient step with the value baseline over the whole rollout."""
         optimizer = self.optimizers()
-        losses = self.loss_module(batch)
-        loss_names = [key for key in losses.keys() if key.startswith("loss_")]
-        total = sum(losses[key] for key in loss_names)
+        total, metrics = self.compute_losses(batch)
         optimizer.zero_grad(set_to_none=True)
         self.manual_backward(total)
         optimizer.step()
-        self.updates_done += 1
-        return {key: losses[key].detach() for key in loss_names}
+        return metrics
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         if self.max_grad_norm > 0:

@@ -16,6 +16,9 @@ the same and easy to get subtly wrong, so it lives here once:
   separate env with fixed seeds, under a forked RNG so evaluating never changes training; the
   return is logged, plus the site KPIs when the env is the Iquitos site; ``test`` also writes the
   agent's KPI row to ``<logger root>/kpis.json``.
+- **Update step**: agents call :meth:`RLAgent.run_update`, which runs their ``update`` through the
+  fast-path switches of :class:`~iquitos_lightning.agents.speed.SpeedConfig` (``torch.compile`` of
+  ``loss_terms``, a CUDA graph of the whole step, TF32), planned once per fit for the device at hand.
 - **Resume**: counters, the env's episode counter, the RNG states and whatever the agent adds
   (the replay buffer) go into the checkpoint; a run resumed from a checkpoint taken at an episode
   boundary repeats the uninterrupted run exactly; one taken mid-episode starts a fresh episode.
@@ -36,7 +39,7 @@ from typing import Any, TypeVar
 import lightning.pytorch as pl
 import numpy as np
 import torch
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
 from torch.utils.data import IterableDataset
@@ -44,6 +47,7 @@ from torchrl.collectors import Collector
 from torchrl.envs import EnvBase, ExplorationType, set_exploration_type
 
 from iquitos_lightning.agents.env_factory import EnvConfig, episode_seeding, make_env, site_env
+from iquitos_lightning.agents.speed import SpeedConfig, apply_tf32, compiled, graphed, plan_speed
 
 ConfigT = TypeVar("ConfigT")
 
@@ -79,6 +83,8 @@ class _Runtime:
         self.eval_env: EnvBase | None = None
         self.collector: Collector | None = None
         self.iterator: Any = None
+        self.loss_fn: Any = None  # the agent's loss_terms, compiled or not (planned on the first update of a fit)
+        self.update_fn: Any = None  # the agent's update, CUDA-graphed or not
 
 
 class CollectorStream(IterableDataset):
@@ -161,10 +167,13 @@ class RLAgent(pl.LightningModule):
     specs and implement :meth:`learn` (and :meth:`configure_optimizers`); see ``sac.py`` for the pattern.
     """
 
-    def __init__(self, env: EnvConfig | None = None, rollout: RolloutConfig | None = None) -> None:
+    def __init__(
+        self, env: EnvConfig | None = None, rollout: RolloutConfig | None = None, speed: SpeedConfig | None = None
+    ) -> None:
         super().__init__()
         self.env_config = as_config(EnvConfig, env)
         self.rollout_config = as_config(RolloutConfig, rollout)
+        self.speed_config = as_config(SpeedConfig, speed)
         self._check_rollout_config()
         self.save_hyperparameters()
         for key in list(self.hparams):
@@ -191,6 +200,19 @@ class RLAgent(pl.LightningModule):
     def learn(self, rollout: TensorDictBase) -> dict[str, torch.Tensor | float]:
         """Learn from one rollout (on the CPU); return the scalars to log."""
         raise NotImplementedError
+
+    def loss_terms(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The summed loss to back-propagate and the detached terms to log (what ``compile`` compiles)."""
+        raise NotImplementedError
+
+    def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
+        """One gradient step on ``batch`` (what ``cuda_graphs`` captures): losses via :meth:`compute_losses`,
+        backward, optimizer steps; returns detached metrics and changes no Python state."""
+        raise NotImplementedError
+
+    def fixed_update_shapes(self) -> bool:
+        """Whether every update sees the same batch shape (required by CUDA graphs)."""
+        return True
 
     def agent_state(self) -> dict[str, Any]:
         """State beyond weights and optimizers that resume needs (the replay buffer)."""
@@ -264,6 +286,7 @@ class RLAgent(pl.LightningModule):
 
     # ----- training ----------------------------------------------------------------------------------
     def on_fit_start(self) -> None:
+        self._runtime.loss_fn = self._runtime.update_fn = None  # planned again for this fit's device
         fit_loop = self.trainer.fit_loop
         if fit_loop.max_epochs != -1:
             rank_zero_info(f"RL agent: the frame budget ({self.frame_budget:,} frames) ends training, not max_epochs")
@@ -280,6 +303,35 @@ class RLAgent(pl.LightningModule):
         logged["progress/updates_done"] = float(self.updates_done)
         self.log_dict(logged, on_step=True, on_epoch=False, batch_size=rollout.numel())
         return logged
+
+    def make_adam(self, params: Any, lr: float) -> torch.optim.Adam:
+        """Adam, ``capturable`` when the update will be captured in a CUDA graph (its step counter stays on the GPU)."""
+        capturable = self.speed_config.cuda_graphs and self.device.type == "cuda"
+        return torch.optim.Adam(params, lr=lr, capturable=capturable)
+
+    def compute_losses(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """:meth:`loss_terms`, compiled when ``speed.compile`` is on."""
+        if self._runtime.loss_fn is None:
+            self._plan_update()
+        return self._runtime.loss_fn(batch)
+
+    def run_update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
+        """One :meth:`update` through the planned fast path; counts it."""
+        if self._runtime.update_fn is None:
+            self._plan_update()
+        metrics = self._runtime.update_fn(batch)
+        self.updates_done += 1
+        return metrics
+
+    def _plan_update(self) -> None:
+        """Decide once per fit which switches run here, say why any cannot, and wrap the step accordingly."""
+        precision = str(self.trainer.precision) if self._trainer is not None else "32-true"
+        plan = plan_speed(self.speed_config, self.device, precision, self.fixed_update_shapes())
+        for note in plan.notes:
+            rank_zero_warn(note)
+        apply_tf32(plan.speed.tf32)
+        self._runtime.loss_fn = compiled(self.loss_terms, plan.speed.compile)
+        self._runtime.update_fn = graphed(self.update, plan.speed.cuda_graphs, self.device)
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.frames_done >= self.frame_budget:

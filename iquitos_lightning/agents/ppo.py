@@ -19,6 +19,7 @@ from torchrl.objectives.value import GAE
 from iquitos_lightning.agents.base import RLAgent, RolloutConfig
 from iquitos_lightning.agents.env_factory import EnvConfig
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor, make_state_value
+from iquitos_lightning.agents.speed import SpeedConfig
 
 
 class PPO(RLAgent):
@@ -41,6 +42,7 @@ class PPO(RLAgent):
         max_grad_norm: global gradient-norm clip (0 disables it).
         normalize_advantage: standardise advantages per minibatch.
         reward_scale: rewards are multiplied by this before learning (evaluation returns stay unscaled).
+        speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
 
     def __init__(
@@ -60,8 +62,9 @@ class PPO(RLAgent):
         max_grad_norm: float = 0.5,
         normalize_advantage: bool = True,
         reward_scale: float = 1.0,
+        speed: SpeedConfig | None = None,
     ) -> None:
-        super().__init__(env, rollout)
+        super().__init__(env, rollout, speed)
         self.automatic_optimization = False
         self.lr = lr
         self.epochs = epochs
@@ -88,8 +91,12 @@ class PPO(RLAgent):
     def exploration_policy(self):
         return self.actor
 
+    def fixed_update_shapes(self) -> bool:
+        """Every minibatch has the same rows only when the rollout splits evenly (a CUDA graph replays one shape)."""
+        return self.rollout_config.frames_per_batch % self.minibatch_size == 0
+
     def configure_optimizers(self) -> Adam:
-        return Adam(self.loss_module.parameters(), lr=self.lr)
+        return self.make_adam(self.loss_module.parameters(), self.lr)
 
     def learn(self, rollout: TensorDictBase) -> dict[str, torch.Tensor | float]:
         """GAE over the rollout, then ``epochs`` passes of shuffled minibatches."""
@@ -100,20 +107,24 @@ class PPO(RLAgent):
         losses: list[dict[str, torch.Tensor]] = []
         for _ in range(self.epochs):
             for indices in torch.randperm(data.numel(), device=data.device).split(self.minibatch_size):
-                losses.append(self.update(data[indices]))
+                losses.append(self.run_update(data[indices]))
         return {key: torch.stack([step[key] for step in losses]).mean() for key in losses[0]}
+
+    def loss_terms(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The loss terms TorchRL's loss returns (``loss_*``), summed."""
+        losses = self.loss_module(batch)
+        loss_names = [key for key in losses.keys() if key.startswith("loss_")]
+        total = sum(losses[key] for key in loss_names)
+        return total, {key: losses[key].detach() for key in loss_names}
 
     def update(self, minibatch: TensorDictBase) -> dict[str, torch.Tensor]:
         """One gradient step on the clipped surrogate + value loss (+ entropy bonus)."""
         optimizer = self.optimizers()
-        losses = self.loss_module(minibatch)
-        loss_names = [key for key in losses.keys() if key.startswith("loss_")]
-        total = sum(losses[key] for key in loss_names)
+        total, metrics = self.compute_losses(minibatch)
         optimizer.zero_grad(set_to_none=True)
         self.manual_backward(total)
         optimizer.step()
-        self.updates_done += 1
-        return {key: losses[key].detach() for key in loss_names}
+        return metrics
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         if self.max_grad_norm > 0:

@@ -34,6 +34,7 @@ from iquitos_lightning.agents.replay import (
     restore_buffer,
     transition_for_buffer,
 )
+from iquitos_lightning.agents.speed import SpeedConfig
 
 
 class _NonModule:
@@ -62,6 +63,7 @@ class SAC(RLAgent):
         updates_per_frame: gradient updates per collected frame (the update-to-data ratio).
         init_random_frames: frames of uniformly random actions before learning starts.
         loss_function: Q regression loss ("l2", "smooth_l1", "l1").
+        speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
 
     def __init__(
@@ -82,8 +84,9 @@ class SAC(RLAgent):
         updates_per_frame: float = 1.0,
         init_random_frames: int = 1_000,
         loss_function: str = "l2",
+        speed: SpeedConfig | None = None,
     ) -> None:
-        super().__init__(env, rollout)
+        super().__init__(env, rollout, speed)
         self.automatic_optimization = False
         self.buffer_config = as_config(ReplayBufferConfig, buffer)
         self.batch_size = batch_size
@@ -134,7 +137,11 @@ class SAC(RLAgent):
         actor_lr, critic_lr, alpha_lr = self.learning_rates
         actor_params = list(loss.actor_network_params.flatten_keys().values())
         critic_params = list(loss.qvalue_network_params.flatten_keys().values())
-        return [Adam(actor_params, lr=actor_lr), Adam(critic_params, lr=critic_lr), Adam([loss.log_alpha], lr=alpha_lr)]
+        return [
+            self.make_adam(actor_params, actor_lr),
+            self.make_adam(critic_params, critic_lr),
+            self.make_adam([loss.log_alpha], alpha_lr),
+        ]
 
     def learn(self, rollout: TensorDictBase) -> dict[str, torch.Tensor | float]:
         """Store the rollout; once past the random frames, run ``updates_per_frame`` updates per new frame."""
@@ -147,25 +154,31 @@ class SAC(RLAgent):
         losses: list[dict[str, torch.Tensor]] = []
         for _ in range(updates):
             batch = self.replay_buffer.sample().to(self.device, non_blocking=True)
-            losses.append(self.update(batch))
+            losses.append(self.run_update(batch))
         metrics: dict[str, torch.Tensor | float] = {"buffer_size": len(self.replay_buffer)}
         if losses:
             metrics.update({key: torch.stack([step[key] for step in losses]).mean() for key in losses[0]})
         return metrics
 
-    def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
-        """One SAC update: Q regression to the soft Bellman target, policy, entropy coefficient, targets."""
-        actor_optimizer, critic_optimizer, alpha_optimizer = self.optimizers()
+    def loss_terms(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Q regression to the soft Bellman target, policy and entropy-coefficient losses, summed."""
         losses = self.loss_module(batch)
         total = losses["loss_actor"] + losses["loss_qvalue"] + losses["loss_alpha"]
+        return total, {
+            key: losses[key].detach() for key in ("loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy")
+        }
+
+    def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
+        """One SAC update: the three losses, one backward, each optimizer steps, then the soft target update."""
+        actor_optimizer, critic_optimizer, alpha_optimizer = self.optimizers()
+        total, metrics = self.compute_losses(batch)
         for optimizer in (actor_optimizer, critic_optimizer, alpha_optimizer):
             optimizer.zero_grad(set_to_none=True)
         self.manual_backward(total)
         for optimizer in (actor_optimizer, critic_optimizer, alpha_optimizer):
             optimizer.step()
         self._target_updater.value.step()
-        self.updates_done += 1
-        return {key: losses[key].detach() for key in ("loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy")}
+        return metrics
 
     def agent_state(self) -> dict[str, Any]:
         return {"replay_buffer": buffer_contents(self.replay_buffer), "update_credit": self.update_credit}
