@@ -9,9 +9,9 @@ from iquitos_lightning.hardware import GIB, DeviceInfo
 from iquitos_lightning.memory_budget import InsufficientMemory, Workload
 from iquitos_lightning.profiles import choose_profile, print_profile_table
 
-# The Iquitos site: ~530 observations, BESS + 128 sockets; a stored transition (obs, next obs, action, loc,
-# scale, flags) is ~5.9 kB. SAC collects 730 frames per rollout.
-IQUITOS = Workload(observation_dim=530, action_dim=129, transition_bytes=5_900, frames_per_batch=730)
+# The Iquitos site: 532 observations (20 site + 4 x 128 sockets), BESS + 128 sockets; a stored transition (obs,
+# next obs, action, loc, scale, flags) is ~5.9 kB. SAC collects 730 frames per rollout.
+IQUITOS = Workload(observation_dim=532, action_dim=129, transition_bytes=5_900, frames_per_batch=730)
 
 
 def gpu(name: str, total_gib: float, capability: tuple[int, int], *, free_gib: float | None = None, host_gib=64.0):
