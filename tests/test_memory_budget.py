@@ -57,3 +57,15 @@ def test_refusal_names_the_numbers_and_what_to_lower():
     check_device_fits(estimate, 8 * GIB, "an RTX 4060", "Lower --model.batch_size.")  # fits: no error
     with pytest.raises(InsufficientMemory, match=r"only 0\.10 GiB is free.*Lower --model.batch_size"):
         check_device_fits(estimate, int(0.1 * GIB), "an RTX 4060", "Lower --model.batch_size.")
+
+
+@pytest.mark.parametrize(
+    ("agent_class", "settings", "rows"),
+    [(SAC, {"batch_size": 64}, (64, 64)), (PPO, {"minibatch_size": 32}, (32, 1_000))],
+)
+def test_the_agents_own_check_estimates_what_the_profile_does(agent_class, settings, rows):
+    """On CUDA every fit checks this estimate against the free memory before its first rollout."""
+    agent = agent_class(env=PENDULUM, hidden_sizes=(48, 32), **settings)
+    workload = workload_of(Namespace(env=Namespace(name="Pendulum-v1", max_episode_steps=20), rollout=None))
+    shapes = network_shapes(agent_class.__name__.lower(), workload, (48, 32))
+    assert agent.device_memory_estimate() == device_estimate(shapes, *rows, workload.transition_bytes)

@@ -47,7 +47,9 @@ from torchrl.collectors import Collector
 from torchrl.envs import EnvBase, ExplorationType, set_exploration_type
 
 from iquitos_lightning.agents.env_factory import EnvConfig, episode_seeding, make_env, site_env
+from iquitos_lightning.agents.replay import bytes_per_transition
 from iquitos_lightning.agents.speed import SpeedConfig, apply_tf32, compiled, graphed, plan_speed
+from iquitos_lightning.memory_budget import DeviceEstimate, Workload, check_device_fits, device_estimate, network_shapes
 
 ConfigT = TypeVar("ConfigT")
 
@@ -210,6 +212,11 @@ class RLAgent(pl.LightningModule):
         backward, optimizer steps; returns detached metrics and changes no Python state."""
         raise NotImplementedError
 
+    def update_rows(self) -> tuple[int, int]:
+        """Rows of one backward pass and rows moved to the device per rollout (for the device-memory check)."""
+        frames = self.rollout_config.frames_per_batch
+        return frames, frames
+
     def fixed_update_shapes(self) -> bool:
         """Whether every update sees the same batch shape (required by CUDA graphs)."""
         return True
@@ -287,6 +294,10 @@ class RLAgent(pl.LightningModule):
     # ----- training ----------------------------------------------------------------------------------
     def on_fit_start(self) -> None:
         self._runtime.loss_fn = self._runtime.update_fn = None  # planned again for this fit's device
+        if self.device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(self.device)
+            hint = "Lower the batch or rollout size or --model.hidden_sizes, or try --profile auto."
+            check_device_fits(self.device_memory_estimate(), free, torch.cuda.get_device_name(self.device), hint)
         fit_loop = self.trainer.fit_loop
         if fit_loop.max_epochs != -1:
             rank_zero_info(f"RL agent: the frame budget ({self.frame_budget:,} frames) ends training, not max_epochs")
@@ -303,6 +314,21 @@ class RLAgent(pl.LightningModule):
         logged["progress/updates_done"] = float(self.updates_done)
         self.log_dict(logged, on_step=True, on_epoch=False, batch_size=rollout.numel())
         return logged
+
+    def device_memory_estimate(self) -> DeviceEstimate:
+        """Device memory one update needs with these settings (:mod:`iquitos_lightning.memory_budget`): checked at
+        the start of every fit on CUDA, so a run that cannot fit refuses before its first rollout."""
+        example = self.train_env.fake_tensordict()
+        with torch.no_grad():
+            self.exploration_policy(example)  # what the collector stores next to each transition
+        workload = Workload(
+            observation_dim=int(example["observation"].shape[-1]),
+            action_dim=int(self.train_env.action_spec.shape[-1]),
+            transition_bytes=bytes_per_transition(example),
+            frames_per_batch=self.rollout_config.frames_per_batch,
+        )
+        shapes = network_shapes(type(self).__name__.lower(), workload, tuple(self.hparams["hidden_sizes"]))
+        return device_estimate(shapes, *self.update_rows(), workload.transition_bytes)
 
     def make_adam(self, params: Any, lr: float) -> torch.optim.Adam:
         """Adam, ``capturable`` when the update will be captured in a CUDA graph (its step counter stays on the GPU)."""

@@ -91,6 +91,9 @@ class PPO(RLAgent):
     def exploration_policy(self):
         return self.actor
 
+    def update_rows(self) -> tuple[int, int]:
+        return self.minibatch_size, self.rollout_config.frames_per_batch  # the whole rollout moves, minibatches step
+
     def fixed_update_shapes(self) -> bool:
         """Every minibatch has the same rows only when the rollout splits evenly (a CUDA graph replays one shape)."""
         return self.rollout_config.frames_per_batch % self.minibatch_size == 0

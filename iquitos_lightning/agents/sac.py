@@ -131,6 +131,9 @@ class SAC(RLAgent):
     def collector_options(self) -> dict[str, Any]:
         return {"init_random_frames": max(self.init_random_frames - self.frames_done, 0)}
 
+    def update_rows(self) -> tuple[int, int]:
+        return self.batch_size, self.batch_size
+
     def configure_optimizers(self) -> list[Adam]:
         # Order matters for checkpoints: actor, critic, alpha.
         loss = self.loss_module
