@@ -98,12 +98,15 @@ class DeviceEstimate:
         """With margin: what must be free."""
         return int(self.subtotal * DEVICE_MARGIN_FACTOR) + DEVICE_FIXED_OVERHEAD_BYTES
 
-    def describe(self) -> str:
-        parts = (
+    def parts(self) -> str:
+        return (
             f"weights+grads+Adam {_gib(self.weights_and_optimizer)}, targets {_gib(self.targets)}, "
-            f"batch {_gib(self.batch)}, activations {_gib(self.activations)}"
+            f"batch {_gib(self.batch)}, activations {_gib(self.activations)}; "
+            f"x{DEVICE_MARGIN_FACTOR} + {DEVICE_FIXED_OVERHEAD_BYTES // MIB} MiB"
         )
-        return f"{_gib(self.total)} ({parts}; x{DEVICE_MARGIN_FACTOR} + {DEVICE_FIXED_OVERHEAD_BYTES // MIB} MiB)"
+
+    def describe(self) -> str:
+        return f"{_gib(self.total)} ({self.parts()})"
 
 
 def device_estimate(shapes: NetworkShapes, gradient_rows: int, data_rows: int, transition_bytes: int) -> DeviceEstimate:

@@ -266,12 +266,16 @@ def profile_table(choice: ProfileChoice) -> Table:
     table = Table(
         title=f"auto profile {choice.profile_class} for {choice.algorithm.upper()} - {seen}", title_justify="left"
     )
-    for column in ("setting", "value", "source", "why"):
-        table.add_column(column, overflow="fold")
+    table.add_column("setting", no_wrap=True)
+    table.add_column("value", max_width=28, overflow="fold")
+    table.add_column("source", no_wrap=True)
+    table.add_column("why", ratio=1, overflow="fold")
     for setting in choice.settings:
         source = "[bold]explicit: wins[/bold]" if setting.source == "explicit" else setting.source
         table.add_row(setting.key, str(setting.value), source, setting.why)
-    table.add_row("device memory needed", choice.device_memory.describe(), "estimate", "checked before the run")
+    free = device.free_memory_bytes if device.accelerator == "cuda" else device.host_available_bytes
+    needed = f"{choice.device_memory.total / GIB:.2f} of {free / GIB:.1f} GiB free"
+    table.add_row("memory for training", needed, "estimate", f"checked before the run: {choice.device_memory.parts()}")
     if choice.buffer_bytes:
         table.add_row("host RAM for buffer", f"{choice.buffer_bytes / GIB:.2f} GiB", "estimate", "replay buffer in RAM")
     for note in choice.notes:
