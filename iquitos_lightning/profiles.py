@@ -32,6 +32,10 @@ from iquitos_lightning.memory_budget import (
 )
 
 ALGORITHMS = ("sac", "ppo", "a2c")
+CPU_COMPILE_WHY = (
+    "opt-in: +10-50% updates/s measured on the loaded CI CPU, slower unloaded per FACTS.md, and 1-2 min of "
+    "compilation at start (docs/performance.md)"
+)
 NOT_MEASURED = "not measured on a GPU yet (no GPU lent): opt-in until scripts/bench_speed.py says it wins"
 
 
@@ -167,7 +171,7 @@ def choose_profile(
     elif algorithm == "ppo":
         proposals.append(("model.minibatch_size", profile.ppo_minibatch_size, f"{profile.label} profile"))
     proposals += [
-        ("model.speed.compile", False, NOT_MEASURED if cuda else "slower than eager on this CPU (docs/performance.md)"),
+        ("model.speed.compile", False, NOT_MEASURED if cuda else CPU_COMPILE_WHY),
         ("model.speed.cuda_graphs", False, NOT_MEASURED if cuda else "CUDA graphs need a CUDA device"),
         ("model.speed.tf32", cuda and device.supports_tf32, _tf32_why(device)),
         ("trainer.benchmark", cuda, "cuDNN autotuning on CUDA (no effect on MLPs, no cost)" if cuda else "CPU"),
