@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import torch
 from jsonargparse import Namespace
+from jsonargparse.typing import import_object
 from rich.console import Console
 
 from iquitos_lightning.explicit_settings import explicit_keys, is_explicit
@@ -65,7 +66,7 @@ def apply_profile(
     if mode == "off":
         return None
     device = device or detect_device()
-    algorithm = str(config["model.class_path"]).rsplit(".", 1)[-1].lower()
+    algorithm = getattr(import_object(str(config["model.class_path"])), "algorithm", None) or "unknown"
     written = explicit_keys(written_args)
     ckpt_path = config.get("ckpt_path")
     from_checkpoint = bool(ckpt_path) and Path(str(ckpt_path)).is_file()

@@ -36,6 +36,8 @@ class A2C(RLAgent):
         speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
 
+    algorithm = "a2c"  # the memory model and profile keys it uses (iquitos_lightning.profiles)
+
     def __init__(
         self,
         env: EnvConfig | None = None,

@@ -169,6 +169,8 @@ class RLAgent(pl.LightningModule):
     specs and implement :meth:`learn` (and :meth:`configure_optimizers`); see ``sac.py`` for the pattern.
     """
 
+    algorithm: str | None = None  # "sac", "ppo" or "a2c": how memory is estimated; None: not estimated
+
     def __init__(
         self, env: EnvConfig | None = None, rollout: RolloutConfig | None = None, speed: SpeedConfig | None = None
     ) -> None:
@@ -294,7 +296,7 @@ class RLAgent(pl.LightningModule):
     # ----- training ----------------------------------------------------------------------------------
     def on_fit_start(self) -> None:
         self._runtime.loss_fn = self._runtime.update_fn = None  # planned again for this fit's device
-        if self.device.type == "cuda":
+        if self.device.type == "cuda" and self.algorithm is not None:
             free, _ = torch.cuda.mem_get_info(self.device)
             hint = "Lower the batch or rollout size or --model.hidden_sizes, or try --profile auto."
             check_device_fits(self.device_memory_estimate(), free, torch.cuda.get_device_name(self.device), hint)
@@ -327,7 +329,7 @@ class RLAgent(pl.LightningModule):
             transition_bytes=bytes_per_transition(example),
             frames_per_batch=self.rollout_config.frames_per_batch,
         )
-        shapes = network_shapes(type(self).__name__.lower(), workload, tuple(self.hparams["hidden_sizes"]))
+        shapes = network_shapes(str(self.algorithm), workload, tuple(self.hparams["hidden_sizes"]))
         return device_estimate(shapes, *self.update_rows(), workload.transition_bytes)
 
     def make_adam(self, params: Any, lr: float) -> torch.optim.Adam:

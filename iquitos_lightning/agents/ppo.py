@@ -45,6 +45,8 @@ class PPO(RLAgent):
         speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
 
+    algorithm = "ppo"  # the memory model and profile keys it uses (iquitos_lightning.profiles)
+
     def __init__(
         self,
         env: EnvConfig | None = None,

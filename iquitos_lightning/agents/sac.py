@@ -66,6 +66,8 @@ class SAC(RLAgent):
         speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
 
+    algorithm = "sac"  # the memory model and profile keys it uses (iquitos_lightning.profiles)
+
     def __init__(
         self,
         env: EnvConfig | None = None,
