@@ -22,6 +22,8 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
 - an explicit ``--ckpt_path`` is checked before anything is built, and its hyperparameters never
   replace the command line's (plain LightningCLI merges them in, so a checkpoint of another agent
   fails inside jsonargparse and one of another env silently switches the run to that env).
+- ``profile: auto`` / ``--profile auto``: sizes, precision and buffer chosen for the device, explicit
+  settings win (:mod:`iquitos_lightning.auto_profile`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from iquitos_lightning.agents import RLAgent, interrupt
 from iquitos_lightning.agents.base import describe_identity
 from iquitos_lightning.agents.checkpointing import FrameCheckpoint
 from iquitos_lightning.agents.devices import AcceleratorUnavailable, adapt_to_machine
+from iquitos_lightning.auto_profile import add_profile_argument, apply_profile
 from iquitos_lightning.callbacks import OutOfMemoryHandler, RunReport, StepRate, VRAMMonitor, exit_on_out_of_memory
 from iquitos_lightning.checkpoint_io import SafeCheckpointIO
 from iquitos_lightning.errors import (
@@ -49,6 +52,7 @@ from iquitos_lightning.errors import (
     find_project_error,
     one_line,
 )
+from iquitos_lightning.memory_budget import InsufficientMemory
 from iquitos_lightning.tracking import TrackingConfig, resolve_wandb_mode, wandb_loggers
 
 DEFAULT_LOGGER = {
@@ -59,7 +63,13 @@ SAFE_CHECKPOINT_IO = {"class_path": "iquitos_lightning.checkpoint_io.SafeCheckpo
 
 
 class IquitosLightningCLI(LightningCLI):
+    def parse_arguments(self, parser: Any, args: Any) -> None:
+        # Kept so the auto profile can tell what the user wrote from what is a default.
+        self.written_args = list(sys.argv[1:] if args is None else args) if not isinstance(args, dict) else []
+        super().parse_arguments(parser, args)
+
     def add_arguments_to_parser(self, parser: Any) -> None:
+        add_profile_argument(parser)
         parser.add_lightning_class_args(FrameCheckpoint, "checkpoint")
         parser.add_lightning_class_args(StepRate, "step_rate")
         parser.add_lightning_class_args(VRAMMonitor, "vram")
@@ -100,6 +110,7 @@ class IquitosLightningCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
+        apply_profile(config, self.written_args)
         trainer = config.trainer
         adapted = adapt_to_machine(trainer.accelerator, trainer.precision, torch.cuda.is_available())
         trainer.accelerator = adapted.accelerator
@@ -184,7 +195,7 @@ def run_lightning_cli(args: list[str]) -> int:
                 save_config_kwargs={"overwrite": True},
                 parser_kwargs={"prog": "python -m iquitos_lightning"},
             )
-    except AcceleratorUnavailable as error:
+    except (AcceleratorUnavailable, InsufficientMemory) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except SIGTERMException:  # Lightning stops after the batch in progress; FrameCheckpoint has saved

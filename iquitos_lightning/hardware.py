@@ -94,13 +94,15 @@ def device_class(device: DeviceInfo) -> str:
     """The profile class of a device: ``cpu``, ``gpu-8gb``, ``gpu-16gb`` or ``gpu-datacenter``.
 
     Bounds are on total memory with slack for what the driver and display keep: an "8 GB"
-    laptop card reports about 7.6-8.6 GiB, a 16 GB card about 15-16 GiB.
+    laptop card reports about 7.6-8.6 GiB, a 16 GB card about 15-16 GiB, a 32 GB V100 about
+    31.7 GiB. Cards under 12 GiB (8-11 GB) share the 8 GB class, 12-20 GiB the 16 GB class, and
+    from 20 GiB (24 GB consumer cards, V100, A100, H100) the large/datacenter class.
     """
     if device.accelerator != "cuda":
         return "cpu"
     gib = device.total_memory_gib
     if gib < 12:
         return "gpu-8gb"
-    if gib < 32:
+    if gib < 20:
         return "gpu-16gb"
     return "gpu-datacenter"

@@ -15,6 +15,7 @@ from torchrl.objectives.value import GAE
 from iquitos_lightning.agents.base import RLAgent, RolloutConfig
 from iquitos_lightning.agents.env_factory import EnvConfig
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor, make_state_value
+from iquitos_lightning.agents.speed import SpeedConfig
 
 
 class A2C(RLAgent):
@@ -32,7 +33,10 @@ class A2C(RLAgent):
         critic_coef: weight of the value loss.
         max_grad_norm: global gradient-norm clip (0 disables it).
         reward_scale: rewards are multiplied by this before learning (evaluation returns stay unscaled).
+        speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
+
+    algorithm = "a2c"  # the memory model and profile keys it uses (iquitos_lightning.profiles)
 
     def __init__(
         self,
@@ -47,8 +51,9 @@ class A2C(RLAgent):
         critic_coef: float = 0.5,
         max_grad_norm: float = 0.5,
         reward_scale: float = 1.0,
+        speed: SpeedConfig | None = None,
     ) -> None:
-        super().__init__(env, rollout)
+        super().__init__(env, rollout, speed)
         self.automatic_optimization = False
         self.lr = lr
         self.max_grad_norm = max_grad_norm
@@ -72,22 +77,27 @@ class A2C(RLAgent):
         return self.actor
 
     def configure_optimizers(self) -> Adam:
-        return Adam(self.loss_module.parameters(), lr=self.lr)
+        return self.make_adam(self.loss_module.parameters(), self.lr)
 
     def learn(self, rollout: TensorDictBase) -> dict[str, torch.Tensor | float]:
         data = rollout.exclude("collector").to(self.device)
         data["next", "reward"] = data["next", "reward"] * self.reward_scale
         with torch.no_grad():
             self.advantage_module(data)
-        return self.update(data)
+        return self.run_update(data)
+
+    def loss_terms(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The loss terms TorchRL's loss returns (``loss_*``), summed."""
+        losses = self.loss_module(batch)
+        loss_names = [key for key in losses.keys() if key.startswith("loss_")]
+        total = sum(losses[key] for key in loss_names)
+        return total, {key: losses[key].detach() for key in loss_names}
 
     def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
         """One policy-gradient step with the value baseline over the whole rollout."""
-        losses = self.loss_module(batch)
-        loss_names = [key for key in losses.keys() if key.startswith("loss_")]
-        if self.apply_gradients(losses, (" + ".join(loss_names),)):  # skipped if a loss or gradient is non-finite
-            self.updates_done += 1
-        return {key: losses[key].detach() for key in loss_names}
+        total, metrics = self.compute_losses(batch)
+        self.apply_gradients(total, metrics, (" + ".join(metrics),))  # skipped if a loss or gradient is non-finite
+        return metrics
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         if self.max_grad_norm > 0:

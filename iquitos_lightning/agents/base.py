@@ -19,6 +19,9 @@ the same and easy to get subtly wrong, so it lives here once:
 - **Numerical faults**: agents step their optimizers through :meth:`RLAgent.apply_gradients`, which
   skips an update whose loss or gradient is non-finite (counted as ``train/nonfinite_skipped``) and
   stops the run after ``rollout.max_nonfinite_in_a_row`` in a row (:mod:`.numerics`).
+- **Update step**: agents call :meth:`RLAgent.run_update`, which runs their ``update`` through the
+  fast-path switches of :class:`~iquitos_lightning.agents.speed.SpeedConfig` (``torch.compile`` of
+  ``loss_terms``, a CUDA graph of the whole step, TF32), planned once per fit for the device at hand.
 - **Resume**: counters, the env's episode counter, the RNG states and whatever the agent adds
   (the replay buffer) go into the checkpoint; a run resumed from a checkpoint taken at an episode
   boundary repeats the uninterrupted run exactly; one taken mid-episode starts a fresh episode.
@@ -49,7 +52,10 @@ from torchrl.envs import EnvBase, ExplorationType, set_exploration_type
 
 from iquitos_lightning.agents.env_factory import EnvConfig, episode_seeding, make_env, site_env
 from iquitos_lightning.agents.numerics import NonFiniteGuard, find_nonfinite
+from iquitos_lightning.agents.replay import bytes_per_transition
+from iquitos_lightning.agents.speed import SpeedConfig, apply_tf32, compiled, graphed, plan_speed
 from iquitos_lightning.errors import ConfigError
+from iquitos_lightning.memory_budget import DeviceEstimate, Workload, check_device_fits, device_estimate, network_shapes
 
 ConfigT = TypeVar("ConfigT")
 
@@ -86,6 +92,10 @@ class _Runtime:
         self.eval_env: EnvBase | None = None
         self.collector: Collector | None = None
         self.iterator: Any = None
+        self.loss_fn: Any = None  # the agent's loss_terms, compiled or not (planned on the first update of a fit)
+        self.update_fn: Any = None  # the agent's update, CUDA-graphed or not
+        self.guard_updates = True  # check each update for non-finite losses/gradients (not inside a CUDA graph)
+        self.last_update_applied = True  # False when apply_gradients skipped the update in progress
 
 
 class CollectorStream(IterableDataset):
@@ -179,10 +189,15 @@ class RLAgent(pl.LightningModule):
     specs and implement :meth:`learn` (and :meth:`configure_optimizers`); see ``sac.py`` for the pattern.
     """
 
-    def __init__(self, env: EnvConfig | None = None, rollout: RolloutConfig | None = None) -> None:
+    algorithm: str | None = None  # "sac", "ppo" or "a2c": how memory is estimated; None: not estimated
+
+    def __init__(
+        self, env: EnvConfig | None = None, rollout: RolloutConfig | None = None, speed: SpeedConfig | None = None
+    ) -> None:
         super().__init__()
         self.env_config = as_config(EnvConfig, env)
         self.rollout_config = as_config(RolloutConfig, rollout)
+        self.speed_config = as_config(SpeedConfig, speed)
         self._check_rollout_config()
         self.save_hyperparameters()
         for key in list(self.hparams):
@@ -210,6 +225,24 @@ class RLAgent(pl.LightningModule):
     def learn(self, rollout: TensorDictBase) -> dict[str, torch.Tensor | float]:
         """Learn from one rollout (on the CPU); return the scalars to log."""
         raise NotImplementedError
+
+    def loss_terms(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The summed loss to back-propagate and the detached terms to log (what ``compile`` compiles)."""
+        raise NotImplementedError
+
+    def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
+        """One gradient step on ``batch`` (what ``cuda_graphs`` captures): losses via :meth:`compute_losses`,
+        backward, optimizer steps; returns detached metrics and changes no Python state."""
+        raise NotImplementedError
+
+    def update_rows(self) -> tuple[int, int]:
+        """Rows of one backward pass and rows moved to the device per rollout (for the device-memory check)."""
+        frames = self.rollout_config.frames_per_batch
+        return frames, frames
+
+    def fixed_update_shapes(self) -> bool:
+        """Whether every update sees the same batch shape (required by CUDA graphs)."""
+        return True
 
     def agent_state(self) -> dict[str, Any]:
         """State beyond weights and optimizers that resume needs (the replay buffer)."""
@@ -289,6 +322,11 @@ class RLAgent(pl.LightningModule):
 
     # ----- training ----------------------------------------------------------------------------------
     def on_fit_start(self) -> None:
+        self._runtime.loss_fn = self._runtime.update_fn = None  # planned again for this fit's device
+        if self.device.type == "cuda" and self.algorithm is not None:
+            free, _ = torch.cuda.mem_get_info(self.device)
+            hint = "Lower the batch or rollout size or --model.hidden_sizes, or try --profile auto."
+            check_device_fits(self.device_memory_estimate(), free, torch.cuda.get_device_name(self.device), hint)
         fit_loop = self.trainer.fit_loop
         if fit_loop.max_epochs != -1:
             rank_zero_info(f"RL agent: the frame budget ({self.frame_budget:,} frames) ends training, not max_epochs")
@@ -307,24 +345,80 @@ class RLAgent(pl.LightningModule):
         self.log_dict(logged, on_step=True, on_epoch=False, batch_size=rollout.numel())
         return logged
 
+    def device_memory_estimate(self) -> DeviceEstimate:
+        """Device memory one update needs with these settings (:mod:`iquitos_lightning.memory_budget`): checked at
+        the start of every fit on CUDA, so a run that cannot fit refuses before its first rollout."""
+        example = self.train_env.fake_tensordict()
+        with torch.no_grad():
+            self.exploration_policy(example)  # what the collector stores next to each transition
+        workload = Workload(
+            observation_dim=int(example["observation"].shape[-1]),
+            action_dim=int(self.train_env.action_spec.shape[-1]),
+            transition_bytes=bytes_per_transition(example),
+            frames_per_batch=self.rollout_config.frames_per_batch,
+        )
+        shapes = network_shapes(str(self.algorithm), workload, tuple(self.hparams["hidden_sizes"]))
+        return device_estimate(shapes, *self.update_rows(), workload.transition_bytes)
+
+    def make_adam(self, params: Any, lr: float) -> torch.optim.Adam:
+        """Adam, ``capturable`` when the update will be captured in a CUDA graph (its step counter stays on the GPU)."""
+        capturable = self.speed_config.cuda_graphs and self.device.type == "cuda"
+        return torch.optim.Adam(params, lr=lr, capturable=capturable)
+
+    def compute_losses(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """:meth:`loss_terms`, compiled when ``speed.compile`` is on."""
+        if self._runtime.loss_fn is None:
+            self._plan_update()
+        return self._runtime.loss_fn(batch)
+
+    def run_update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
+        """One :meth:`update` through the planned fast path; counts it unless it was skipped as non-finite."""
+        if self._runtime.update_fn is None:
+            self._plan_update()
+        self._runtime.last_update_applied = True
+        metrics = self._runtime.update_fn(batch)
+        self.updates_done += int(self._runtime.last_update_applied)
+        return metrics
+
+    def _plan_update(self) -> None:
+        """Decide once per fit which switches run here, say why any cannot, and wrap the step accordingly."""
+        precision = str(self.trainer.precision) if self._trainer is not None else "32-true"
+        plan = plan_speed(self.speed_config, self.device, precision, self.fixed_update_shapes())
+        for note in plan.notes:
+            rank_zero_warn(note)
+        apply_tf32(plan.speed.tf32)
+        self._runtime.loss_fn = compiled(self.loss_terms, plan.speed.compile)
+        self._runtime.update_fn = graphed(self.update, plan.speed.cuda_graphs, self.device)
+        self._runtime.guard_updates = not plan.speed.cuda_graphs
+        if plan.speed.cuda_graphs:
+            rank_zero_warn("cuda_graphs: updates run unchecked for non-finite losses (the check would break capture)")
+
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.frames_done >= self.frame_budget:
             self.trainer.should_stop = True
 
-    def apply_gradients(self, losses: Mapping[str, torch.Tensor], terms_of_optimizers: Sequence[str]) -> bool:
-        """Backward the sum of the ``loss_*`` terms and step every optimizer, unless a loss or gradient is non-finite.
+    def apply_gradients(
+        self, total: torch.Tensor, losses: Mapping[str, torch.Tensor], terms_of_optimizers: Sequence[str]
+    ) -> bool:
+        """Backward ``total`` and step every optimizer, unless a loss term or a gradient is non-finite.
 
-        ``terms_of_optimizers`` names, per optimizer (in ``configure_optimizers`` order), the loss term its
-        gradients come from, for the message. A faulty update is skipped (no optimizer steps, gradients
-        dropped) and counted; after ``max_nonfinite_in_a_row`` in a row :class:`NonFiniteTraining` stops the
-        run. Returns whether the update was applied.
+        ``losses`` holds the (detached) ``loss_*`` terms that ``total`` sums, checked and named in the
+        message; ``terms_of_optimizers`` names, per optimizer (in ``configure_optimizers`` order), the loss
+        term its gradients come from. A faulty update is skipped (no optimizer steps, gradients dropped)
+        and counted; after ``max_nonfinite_in_a_row`` in a row :class:`NonFiniteTraining` stops the run.
+        Returns whether the update was applied (also recorded for :meth:`run_update`'s count). Inside a
+        CUDA graph the check (a host sync) cannot run: the update is applied unchecked there.
         """
         optimizers = self.optimizers()
         optimizers = list(optimizers) if isinstance(optimizers, list | tuple) else [optimizers]
         loss_terms = {name: value for name, value in losses.items() if name.startswith("loss_")}
         for optimizer in optimizers:
             optimizer.zero_grad(set_to_none=True)
-        self.manual_backward(sum(loss_terms.values()))
+        self.manual_backward(total)
+        if not self._runtime.guard_updates:
+            for optimizer in optimizers:
+                optimizer.step()
+            return True
         scaled = getattr(self.trainer.precision_plugin, "scaler", None) is not None  # the scaler checks gradients
         gradients = {
             term: []
@@ -333,6 +427,7 @@ class RLAgent(pl.LightningModule):
             for opt, term in zip(optimizers, terms_of_optimizers, strict=True)
         }
         fault = find_nonfinite(loss_terms, gradients)
+        self._runtime.last_update_applied = fault is None
         if fault is None:
             self.nonfinite.record_ok()
             for optimizer in optimizers:

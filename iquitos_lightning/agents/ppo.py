@@ -19,6 +19,7 @@ from torchrl.objectives.value import GAE
 from iquitos_lightning.agents.base import RLAgent, RolloutConfig
 from iquitos_lightning.agents.env_factory import EnvConfig
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor, make_state_value
+from iquitos_lightning.agents.speed import SpeedConfig
 from iquitos_lightning.errors import ConfigError
 
 
@@ -42,7 +43,10 @@ class PPO(RLAgent):
         max_grad_norm: global gradient-norm clip (0 disables it).
         normalize_advantage: standardise advantages per minibatch.
         reward_scale: rewards are multiplied by this before learning (evaluation returns stay unscaled).
+        speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
+
+    algorithm = "ppo"  # the memory model and profile keys it uses (iquitos_lightning.profiles)
 
     def __init__(
         self,
@@ -61,8 +65,9 @@ class PPO(RLAgent):
         max_grad_norm: float = 0.5,
         normalize_advantage: bool = True,
         reward_scale: float = 1.0,
+        speed: SpeedConfig | None = None,
     ) -> None:
-        super().__init__(env, rollout)
+        super().__init__(env, rollout, speed)
         frames = self.rollout_config.frames_per_batch
         if not 0 < minibatch_size <= frames:
             raise ConfigError(
@@ -97,8 +102,15 @@ class PPO(RLAgent):
     def exploration_policy(self):
         return self.actor
 
+    def update_rows(self) -> tuple[int, int]:
+        return self.minibatch_size, self.rollout_config.frames_per_batch  # the whole rollout moves, minibatches step
+
+    def fixed_update_shapes(self) -> bool:
+        """Every minibatch has the same rows only when the rollout splits evenly (a CUDA graph replays one shape)."""
+        return self.rollout_config.frames_per_batch % self.minibatch_size == 0
+
     def configure_optimizers(self) -> Adam:
-        return Adam(self.loss_module.parameters(), lr=self.lr)
+        return self.make_adam(self.loss_module.parameters(), self.lr)
 
     def learn(self, rollout: TensorDictBase) -> dict[str, torch.Tensor | float]:
         """GAE over the rollout, then ``epochs`` passes of shuffled minibatches."""
@@ -110,16 +122,21 @@ class PPO(RLAgent):
         losses: list[dict[str, torch.Tensor]] = []
         for _ in range(self.epochs):
             for indices in torch.randperm(data.numel(), device=data.device).split(self.minibatch_size):
-                losses.append(self.update(data[indices]))
+                losses.append(self.run_update(data[indices]))
         return {key: torch.stack([step[key] for step in losses]).mean() for key in losses[0]}
+
+    def loss_terms(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The loss terms TorchRL's loss returns (``loss_*``), summed."""
+        losses = self.loss_module(batch)
+        loss_names = [key for key in losses.keys() if key.startswith("loss_")]
+        total = sum(losses[key] for key in loss_names)
+        return total, {key: losses[key].detach() for key in loss_names}
 
     def update(self, minibatch: TensorDictBase) -> dict[str, torch.Tensor]:
         """One gradient step on the clipped surrogate + value loss (+ entropy bonus)."""
-        losses = self.loss_module(minibatch)
-        loss_names = [key for key in losses.keys() if key.startswith("loss_")]
-        if self.apply_gradients(losses, (" + ".join(loss_names),)):  # skipped if a loss or gradient is non-finite
-            self.updates_done += 1
-        return {key: losses[key].detach() for key in loss_names}
+        total, metrics = self.compute_losses(minibatch)
+        self.apply_gradients(total, metrics, (" + ".join(metrics),))  # skipped if a loss or gradient is non-finite
+        return metrics
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         if self.max_grad_norm > 0:

@@ -35,6 +35,7 @@ from iquitos_lightning.agents.replay import (
     restore_buffer,
     transition_for_buffer,
 )
+from iquitos_lightning.agents.speed import SpeedConfig
 
 
 class _NonModule:
@@ -63,7 +64,10 @@ class SAC(RLAgent):
         updates_per_frame: gradient updates per collected frame (the update-to-data ratio).
         init_random_frames: frames of uniformly random actions before learning starts.
         loss_function: Q regression loss ("l2", "smooth_l1", "l1").
+        speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
+
+    algorithm = "sac"  # the memory model and profile keys it uses (iquitos_lightning.profiles)
 
     def __init__(
         self,
@@ -83,8 +87,9 @@ class SAC(RLAgent):
         updates_per_frame: float = 1.0,
         init_random_frames: int = 1_000,
         loss_function: str = "l2",
+        speed: SpeedConfig | None = None,
     ) -> None:
-        super().__init__(env, rollout)
+        super().__init__(env, rollout, speed)
         self.automatic_optimization = False
         self.buffer_config = as_config(ReplayBufferConfig, buffer)
         check_buffer_config(self.buffer_config, batch_size)
@@ -130,13 +135,20 @@ class SAC(RLAgent):
     def collector_options(self) -> dict[str, Any]:
         return {"init_random_frames": max(self.init_random_frames - self.frames_done, 0)}
 
+    def update_rows(self) -> tuple[int, int]:
+        return self.batch_size, self.batch_size
+
     def configure_optimizers(self) -> list[Adam]:
         # Order matters for checkpoints: actor, critic, alpha.
         loss = self.loss_module
         actor_lr, critic_lr, alpha_lr = self.learning_rates
         actor_params = list(loss.actor_network_params.flatten_keys().values())
         critic_params = list(loss.qvalue_network_params.flatten_keys().values())
-        return [Adam(actor_params, lr=actor_lr), Adam(critic_params, lr=critic_lr), Adam([loss.log_alpha], lr=alpha_lr)]
+        return [
+            self.make_adam(actor_params, actor_lr),
+            self.make_adam(critic_params, critic_lr),
+            self.make_adam([loss.log_alpha], alpha_lr),
+        ]
 
     def learn(self, rollout: TensorDictBase) -> dict[str, torch.Tensor | float]:
         """Store the rollout; once past the random frames, run ``updates_per_frame`` updates per new frame."""
@@ -149,21 +161,29 @@ class SAC(RLAgent):
         losses: list[dict[str, torch.Tensor]] = []
         for _ in range(updates):
             batch = self.replay_buffer.sample().to(self.device, non_blocking=True)
-            losses.append(self.update(batch))
+            losses.append(self.run_update(batch))
         metrics: dict[str, torch.Tensor | float] = {"buffer_size": len(self.replay_buffer)}
         if losses:
             metrics.update({key: torch.stack([step[key] for step in losses]).mean() for key in losses[0]})
         return metrics
 
-    def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
-        """One SAC update: Q regression to the soft Bellman target, policy, entropy coefficient, targets."""
+    def loss_terms(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Q regression to the soft Bellman target, policy and entropy-coefficient losses, summed."""
         losses = self.loss_module(batch)
-        # One backward over the summed losses, then each optimizer steps (actor, critic, alpha order);
-        # a non-finite loss or gradient skips the whole update, target networks included.
-        if self.apply_gradients(losses, ("loss_actor", "loss_qvalue", "loss_alpha")):
+        total = losses["loss_actor"] + losses["loss_qvalue"] + losses["loss_alpha"]
+        return total, {
+            key: losses[key].detach() for key in ("loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy")
+        }
+
+    def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
+        """One SAC update: the three losses, one backward, each optimizer steps (actor, critic, alpha), soft targets.
+
+        A non-finite loss or gradient skips the whole update, target networks included.
+        """
+        total, metrics = self.compute_losses(batch)
+        if self.apply_gradients(total, metrics, ("loss_actor", "loss_qvalue", "loss_alpha")):
             self._target_updater.value.step()
-            self.updates_done += 1
-        return {key: losses[key].detach() for key in ("loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy")}
+        return metrics
 
     def agent_state(self) -> dict[str, Any]:
         return {"replay_buffer": buffer_contents(self.replay_buffer), "update_credit": self.update_credit}

@@ -214,7 +214,8 @@ def exit_on_out_of_memory(exit_code: int = OOM_EXIT_CODE) -> Iterator[None]:
     try:
         yield
     except Exception as error:
-        if is_out_of_memory(error):
+        # A refusal that carries its own exit status (e.g. "this buffer cannot fit", before anything ran) keeps it.
+        if is_out_of_memory(error) and getattr(error, "exit_code", None) is None:
             print(f"exiting with status {exit_code}: out of memory ({type(error).__name__})", file=sys.stderr)
             raise SystemExit(exit_code) from error
         raise

@@ -1,0 +1,95 @@
+"""The fast-path switches shared by SAC, PPO and A2C: ``torch.compile``, CUDA graphs and TF32, one field each.
+
+Why switches, off by default: on a GPU, small-MLP RL is bound by kernel launches, and compiling
+the update plus replaying it as a CUDA graph is what published numbers credit for large gains
+(FACTS.md); on this project's CPU, compile was slower at Iquitos size. Each switch must earn its
+place by measurement (``scripts/bench_speed.py``), so each is opt-in.
+
+- ``compile``: ``torch.compile`` of the agent's :meth:`loss_terms` (the losses' forward; AOTAutograd
+  compiles their backward too). Optimizer steps stay in Lightning, so precision plugins, gradient
+  scaling and hooks are untouched. Runs on the CPU as well.
+- ``cuda_graphs``: the whole update step (losses, backward, optimizer steps, target update) is
+  captured once by TensorDict's :class:`~tensordict.nn.CudaGraphModule` and replayed. Needs CUDA,
+  fixed batch shapes, Adam with ``capturable=True`` (the agents ask for it) and no ``16-mixed``
+  (its GradScaler reads the inf check on the host every step, which a graph cannot capture: use
+  ``bf16-mixed`` or ``32-true``). Where these do not hold the run says so once and goes without.
+- ``tf32``: TF32 matmuls on GPUs with compute capability >= 8.0 (Lightning's own tip for tensor
+  cores); ignored elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+HALF_WITH_SCALER = ("16-mixed", "16")
+
+
+@dataclass
+class SpeedConfig:
+    """Fast-path switches of the update step (all off by default; see the module docstring)."""
+
+    compile: bool = False  # torch.compile the loss computation (forward and backward); CPU too
+    cuda_graphs: bool = False  # capture the whole update step as a CUDA graph (CUDA only, not with 16-mixed)
+    tf32: bool = False  # TF32 matmuls where the GPU has them (compute capability >= 8.0)
+
+
+@dataclass(frozen=True)
+class SpeedPlan:
+    """The switches that will really run on this device, and why any was turned off."""
+
+    speed: SpeedConfig
+    notes: tuple[str, ...]
+
+
+def plan_speed(speed: SpeedConfig, device: torch.device, precision: str, fixed_shapes: bool) -> SpeedPlan:
+    """What of ``speed`` can run on ``device`` with ``precision``; ``fixed_shapes`` says whether every update sees
+    the same batch shape (a CUDA graph replays one shape)."""
+    notes: list[str] = []
+    cuda_graphs = speed.cuda_graphs
+    if cuda_graphs and device.type != "cuda":
+        notes.append("cuda_graphs needs a CUDA device: running the update without CUDA graphs on the CPU")
+        cuda_graphs = False
+    if cuda_graphs and str(precision) in HALF_WITH_SCALER:
+        notes.append(
+            "cuda_graphs cannot capture 16-mixed (its GradScaler syncs with the host every step): running without; "
+            "use --trainer.precision bf16-mixed or 32-true with CUDA graphs"
+        )
+        cuda_graphs = False
+    if cuda_graphs and not fixed_shapes:
+        notes.append(
+            "cuda_graphs needs the same batch shape every update: make frames_per_batch a multiple of "
+            "minibatch_size; running without"
+        )
+        cuda_graphs = False
+    tf32 = speed.tf32 and device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 0)
+    return SpeedPlan(replace(speed, cuda_graphs=cuda_graphs, tf32=tf32), tuple(notes))
+
+
+def apply_tf32(enabled: bool) -> None:
+    """TF32 for fp32 matmuls and convolutions (process-wide, as PyTorch's flags are)."""
+    if enabled:
+        torch.set_float32_matmul_precision("high")
+        torch.backends.cudnn.allow_tf32 = True
+
+
+def compiled(function: Callable[..., Any], enabled: bool) -> Callable[..., Any]:
+    """``torch.compile(function)`` when enabled (compiled on its first call), else ``function`` itself."""
+    return torch.compile(function) if enabled else function
+
+
+def graphed(function: Callable[..., Any], enabled: bool, device: torch.device) -> Callable[..., Any]:
+    """``function`` captured as a CUDA graph after a short eager warm-up when enabled, else itself."""
+    if not enabled:
+        return function
+    from tensordict import TensorDict
+    from tensordict.nn import CudaGraphModule
+
+    def step_as_tensordict(batch: Any) -> TensorDict:  # CudaGraphModule returns tensordicts only
+        return TensorDict(function(batch), batch_size=[])
+
+    graph = CudaGraphModule(step_as_tensordict, in_keys=[], out_keys=[], warmup=3, device=device)
+    return lambda batch: dict(graph(batch).items())

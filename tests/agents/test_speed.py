@@ -1,0 +1,72 @@
+"""The fast-path switches on the CPU: compile runs the update and learns the same; CUDA graphs fall back with one
+message; what each GPU setting allows is a pure plan (tested with a described CUDA device)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from agents_testkit import BatchRecorder, cpu_trainer, small_sac
+
+from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
+from iquitos_lightning.agents.speed import SpeedConfig, plan_speed
+
+CUDA = torch.device("cuda")  # a description: nothing runs on it
+
+
+def test_cuda_graphs_are_planned_only_where_they_can_run():
+    wanted = SpeedConfig(cuda_graphs=True)
+    assert plan_speed(wanted, CUDA, "bf16-mixed", fixed_shapes=True).speed.cuda_graphs
+    assert plan_speed(wanted, CUDA, "32-true", fixed_shapes=True).notes == ()
+    on_cpu = plan_speed(wanted, torch.device("cpu"), "32-true", fixed_shapes=True)
+    assert not on_cpu.speed.cuda_graphs and "needs a CUDA device" in on_cpu.notes[0]
+    scaled = plan_speed(wanted, CUDA, "16-mixed", fixed_shapes=True)
+    assert not scaled.speed.cuda_graphs and "bf16-mixed" in scaled.notes[0]
+    ragged = plan_speed(wanted, CUDA, "bf16-mixed", fixed_shapes=False)
+    assert not ragged.speed.cuda_graphs and "multiple of" in ragged.notes[0]
+    assert plan_speed(SpeedConfig(compile=True, tf32=True), torch.device("cpu"), "32-true", True).speed.compile
+
+
+def test_ppo_updates_have_a_fixed_shape_only_when_the_rollout_splits_evenly():
+    def ppo(minibatch_size: int) -> PPO:
+        rollout = RolloutConfig(frames_per_batch=128, eval_every_frames=128)
+        return PPO(env=EnvConfig(name="Pendulum-v1"), rollout=rollout, minibatch_size=minibatch_size)
+
+    assert ppo(64).fixed_update_shapes() and not ppo(48).fixed_update_shapes()
+
+
+def test_cuda_graphs_on_the_cpu_train_without_them_and_say_so_once():
+    torch.manual_seed(0)
+    agent = small_sac(150, speed=SpeedConfig(cuda_graphs=True))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cpu_trainer().fit(agent)
+    messages = [str(w.message) for w in caught if "cuda_graphs" in str(w.message)]
+    assert len(messages) == 1 and "needs a CUDA device" in messages[0]
+    assert agent.updates_done == 150  # one update per frame once the first 50 random frames are stored
+    capturable = [group["capturable"] for optimizer in agent.trainer.optimizers for group in optimizer.param_groups]
+    assert not any(capturable)  # capturable Adam only where a graph will be captured
+
+
+def _losses_after_training(compile_update: bool) -> dict[str, float]:
+    torch.manual_seed(0)
+    agent = small_sac(100, speed=SpeedConfig(compile=compile_update))
+    recorder = BatchRecorder()
+    cpu_trainer(callbacks=[recorder]).fit(agent)
+    assert agent.updates_done == 100
+    return recorder.outputs[100]
+
+
+@pytest.mark.slow
+def test_compiled_update_runs_on_the_cpu_and_gives_the_eager_losses(monkeypatch):
+    # Inductor draws random numbers its own way by default (the policy samples inside the loss): draw them as
+    # eager does, so the two runs differ only by how the same arithmetic is compiled.
+    import torch._inductor.config
+
+    monkeypatch.setattr(torch._inductor.config, "fallback_random", True)
+    eager = _losses_after_training(compile_update=False)
+    compiled = _losses_after_training(compile_update=True)
+    for key in ("train/loss_actor", "train/loss_qvalue", "train/loss_alpha"):
+        assert torch.isfinite(torch.tensor(compiled[key]))
+        assert compiled[key] == pytest.approx(eager[key], rel=1e-3, abs=1e-4), key
