@@ -34,6 +34,8 @@ def _project_parser() -> argparse.ArgumentParser:
     baselines = commands.add_parser("baselines", help="run the reference controllers and the LP optimum")
     baselines.add_argument("--site", type=Path, default=DEFAULT_SITE, help="site profile YAML (default: %(default)s)")
     baselines.add_argument("--results", type=Path, default=Path("results"), help="results root (default: %(default)s)")
+    # Listed for --help only: main() hands `bench ...` to iquitos_lightning.bench.run before parsing.
+    commands.add_parser("bench", help="speed and memory report, ours vs Stable-Baselines3 (see `bench --help`)")
 
     compare = commands.add_parser(
         "compare", help="train agents over seeds, evaluate on the full year, tabulate against the references"
@@ -117,6 +119,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run_project_command(args: list[str]) -> int:
     if not args:
         return run_default_job()
+    if args[0] == "bench":  # speed and memory report (iquitos_lightning/bench, docs/performance.md)
+        from iquitos_lightning.bench.run import main as bench_main
+
+        return bench_main(args[1:])
 
     namespace = _project_parser().parse_args(args)
     from iquitos_lightning.site.config import load_site_config

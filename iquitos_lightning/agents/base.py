@@ -274,6 +274,12 @@ class RLAgent(pl.LightningModule):
                 raise ConfigError(f"model.rollout.{name} must be a positive integer, got {value}")
         if config.eval_episodes < 0:
             raise ConfigError(f"model.rollout.eval_episodes must be 0 or more, got {config.eval_episodes}")
+        parallel = self.env_config.num_workers * self.env_config.num_envs
+        if config.frames_per_batch % parallel:
+            raise ConfigError(
+                f"model.rollout.frames_per_batch ({config.frames_per_batch}) must be a multiple of the parallel envs "
+                f"(model.env.num_workers x model.env.num_envs = {parallel}): each collects the same share of a rollout"
+            )
         if config.eval_every_frames <= 0 or config.eval_every_frames % config.frames_per_batch:
             nearest = config.frames_per_batch * max(config.eval_every_frames // config.frames_per_batch, 1)
             raise ConfigError(
@@ -517,7 +523,8 @@ class RLAgent(pl.LightningModule):
 
     # ----- checkpoints ---------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        resets = episode_seeding(self.train_env).resets_done
+        # Worker processes keep their own episode counters (env_factory: resume exact for one worker only).
+        resets = episode_seeding(self.train_env).resets_done if self.env_config.num_workers == 1 else 0
         checkpoint["rl_state"] = {
             "frames_done": self.frames_done,
             "updates_done": self.updates_done,
@@ -579,7 +586,8 @@ class RLAgent(pl.LightningModule):
         self.episodes_done = int(state["episodes_done"])
         self.last_episode_return = state["last_episode_return"]
         self.at_episode_boundary = bool(state["at_episode_boundary"])
-        episode_seeding(self.train_env).resets_done = int(state["env_resets_on_resume"])
+        if self.env_config.num_workers == 1:
+            episode_seeding(self.train_env).resets_done = int(state["env_resets_on_resume"])
         self._pending_rng = state["rng"]
         self.load_agent_state(state["agent"])
         self.nonfinite.skipped_total = int(state.get("nonfinite_skipped", 0))

@@ -14,21 +14,34 @@ or ``"twin"`` (:class:`~iquitos_lightning.envs.twin.IquitosTwin`, the same physi
 envs in torch, proven equal by ``tests/envs/test_twin.py``). The twin only ever trains:
 ``make_env(config, evaluation=True)`` always builds CityLearn, so validation, ``test`` and every
 reported KPI come from CityLearn itself.
+
+Parallel workers are one switch, ``num_workers``: above 1 the training env is a TorchRL
+``ParallelEnv`` of that many processes, each one env with its own episode counter (worker ``w``
+seeds episode ``k`` with ``seed + w * WORKER_SEED_STRIDE + k``); rollouts then have a leading
+worker dimension. Evaluation always runs one env in the training process. Resume is exact only for
+``num_workers=1``: worker counters are not checkpointed, so a resumed multi-worker run continues
+from the checkpoint's weights, buffer and RNG but restarts each worker's episodes from its first seed.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
 import gymnasium as gym
-from torchrl.envs import DoubleToFloat, EnvBase, GymWrapper, RewardSum, StepCounter, TransformedEnv
+from torchrl.envs import DoubleToFloat, EnvBase, GymWrapper, ParallelEnv, RewardSum, StepCounter, TransformedEnv
 
 from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.errors import ConfigError
 
 IQUITOS = "iquitos"
+WORKER_SEED_STRIDE = 1_000_000  # seeds of different workers never meet (an episode count below a million)
+# "fork" where the platform has it: a spawned worker re-imports torch, Lightning and CityLearn (tens of
+# seconds on a busy 2-core machine); the workers only step CPU envs, which fork handles.
+WORKER_START_METHOD = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
 CITYLEARN = "citylearn"
 TWIN = "twin"
 BACKENDS = (CITYLEARN, TWIN)
@@ -51,6 +64,7 @@ class EnvConfig:
     backend: str = CITYLEARN  # Iquitos training env: "citylearn" or "twin" (evaluation is always CityLearn)
     num_envs: int = 1  # parallel envs of the twin's batch (backend "twin" only)
     compile_twin: bool = False  # torch.compile the twin's step: ~1 min to compile, then 3-5x faster at small B
+    num_workers: int = 1  # training env processes (TorchRL ParallelEnv above 1); frames_per_batch must divide by it
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -59,6 +73,10 @@ class EnvConfig:
             raise ValueError(f"num_envs must be >= 1, got {self.num_envs}")
         if self.num_envs > 1 and (self.backend != TWIN or self.name != IQUITOS):
             raise ValueError("num_envs > 1 needs the twin backend of the Iquitos site")
+        if self.num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {self.num_workers}")
+        if self.num_workers > 1 and self.backend == TWIN:
+            raise ValueError("num_workers > 1 is for CityLearn and Gymnasium envs: the twin batches with num_envs")
 
 
 class EpisodeCounter(Protocol):
@@ -108,8 +126,17 @@ def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
         return make_torchrl_twin(
             config.site, data_root=Path(config.data_root), num_envs=config.num_envs, compile_physics=config.compile_twin
         )
-    checked = FiniteValues(_make_gym_env(config), config.name)
-    seeding = EpisodeSeeding(checked, config.eval_seed if evaluation else config.seed)
+    if evaluation:
+        return _make_single_env(config, config.eval_seed)
+    if config.num_workers == 1:
+        return _make_single_env(config, config.seed)
+    seeds = [config.seed + worker * WORKER_SEED_STRIDE for worker in range(config.num_workers)]
+    makers = [partial(_make_single_env, config, seed) for seed in seeds]
+    return ParallelEnv(config.num_workers, makers, mp_start_method=WORKER_START_METHOD)
+
+
+def _make_single_env(config: EnvConfig, base_seed: int) -> EnvBase:
+    seeding = EpisodeSeeding(FiniteValues(_make_gym_env(config), config.name), base_seed)
     env = TransformedEnv(GymWrapper(seeding, device="cpu"), DoubleToFloat())
     env.append_transform(StepCounter())
     env.append_transform(RewardSum())

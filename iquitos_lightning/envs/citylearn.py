@@ -25,6 +25,9 @@ no V2G; an action on an empty socket does nothing). CityLearn's semantics, read 
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,24 @@ from iquitos_lightning.envs.state import DEPARTURE_COLUMNS, FLOW_COLUMNS, SiteSt
 from iquitos_lightning.site.build import build_site, charger_id, ev_name
 from iquitos_lightning.site.config import SiteConfig, load_site_config
 from iquitos_lightning.site.series import SiteSeries
+
+
+def citylearn_transition(citylearn: CityLearnEnv) -> Callable[[list[list[float]]], Any]:
+    """``citylearn.step`` without building the observations and info it returns (the same physics).
+
+    Why: this env never reads them, and assembling them is about a tenth of CityLearn's step
+    (docs/performance.md). CityLearn 3.0.2's runtime service runs one transition with ``_step_once``;
+    its two switches only skip assembling the return values. Any other CityLearn gets the public ``step``.
+    """
+    runtime = getattr(citylearn, "_runtime_service", None)
+    step_once = getattr(runtime, "_step_once", None)
+    if step_once is None:
+        return citylearn.step
+    try:
+        inspect.signature(step_once).bind([], collect_observations=False, collect_info=False)
+    except TypeError:
+        return citylearn.step
+    return partial(step_once, collect_observations=False, collect_info=False)
 
 
 class NullReward(RewardFunction):
@@ -72,6 +93,7 @@ class IquitosEnv(gym.Env):
         vehicles = {vehicle.name: vehicle for vehicle in self.citylearn.electric_vehicles}
         self.vehicles = [vehicles[ev_name(s)] for s in range(self.sockets)]
         self.hours = series.hours
+        self._transition = citylearn_transition(self.citylearn)
         self._precompute()
         self.action_space = gym.spaces.Box(-1.0, 1.0, (1 + self.sockets,), np.float32)
         size = len(self.observation_names)
@@ -119,7 +141,7 @@ class IquitosEnv(gym.Env):
         action = np.clip(np.asarray(action, dtype=np.float64).reshape(-1), -1.0, 1.0)
         socket_action = np.where(self.connected[t], np.maximum(action[1:], 0.0), 0.0)
         soc_before = self._socket_soc.copy()
-        self.citylearn.step([[float(action[0]), *socket_action.tolist()]])
+        self._transition([[float(action[0]), *socket_action.tolist()]])
 
         building = self.building
         pv_kw = -float(building.solar_generation[t])

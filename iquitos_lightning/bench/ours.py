@@ -1,0 +1,89 @@
+"""Our side of the training comparison: an agent trained through Lightning's real ``fit`` path.
+
+Why ``Trainer.fit`` and not a stripped loop: the claim is about what a user runs. The Trainer is
+the CLI's (no sanity validation, frame budget) minus what would write files: no logger, no
+checkpoints, no progress bar; evaluation is off (``eval_episodes=0``), as SB3 evaluates nothing.
+A callback records (time, frames, updates) after each training batch; the rate is taken from the
+first batch after the warm-up to the last.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+
+from iquitos_lightning.bench.settings import AlgorithmSettings
+from iquitos_lightning.bench.timing import Rate
+
+
+class _Marks(pl.Callback):
+    def __init__(self) -> None:
+        self.marks: list[tuple[float, int, int]] = []
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.marks.append((time.perf_counter(), int(pl_module.frames_done), int(pl_module.updates_done)))
+
+
+def window_rate(marks: list[tuple[float, int, int]], start_frames: int) -> Rate:
+    """Frames and updates between the first mark at or past ``start_frames`` and the last mark."""
+    first = next(mark for mark in marks if mark[1] >= start_frames)
+    last = marks[-1]
+    return Rate(last[0] - first[0], {"frames": last[1] - first[1], "updates": last[2] - first[2]})
+
+
+def build_agent(settings: AlgorithmSettings, site: str, data_root: Path, num_workers: int = 1) -> Any:
+    """Our SAC/PPO/A2C with ``settings`` on ``site``; the budget covers warm-up + one rollout + the timed frames."""
+    from iquitos_lightning.agents import A2C, PPO, SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
+
+    rollout = settings.rollout_frames
+    budget = settings.warmup_frames + rollout + settings.measured_frames
+    budget = -(-budget // rollout) * rollout
+    common: dict[str, Any] = {
+        "env": EnvConfig(site=site, data_root=str(data_root), num_workers=num_workers),
+        "rollout": RolloutConfig(
+            frame_budget=budget, frames_per_batch=rollout, eval_every_frames=budget, eval_episodes=0
+        ),
+        "hidden_sizes": (settings.hidden, settings.hidden),
+        "activation": settings.activation,
+        "gamma": settings.gamma,
+    }
+    if settings.algorithm == "SAC":
+        return SAC(
+            **common,
+            buffer=ReplayBufferConfig(capacity=max(budget, 10_000)),
+            batch_size=settings.batch_size,
+            actor_lr=settings.lr,
+            critic_lr=settings.lr,
+            alpha_lr=settings.lr,
+            updates_per_frame=settings.updates_per_frame,
+            init_random_frames=settings.warmup_frames,
+        )
+    on_policy = {"lr": settings.lr, "gae_lambda": settings.gae_lambda, "max_grad_norm": settings.max_grad_norm}
+    if settings.algorithm == "PPO":
+        return PPO(**common, **on_policy, epochs=settings.epochs, minibatch_size=settings.batch_size)
+    if settings.algorithm == "A2C":
+        return A2C(**common, **on_policy)
+    raise ValueError(f"unknown algorithm {settings.algorithm!r}")
+
+
+def train_ours(settings: AlgorithmSettings, site: str, data_root: Path, num_workers: int = 1) -> Rate:
+    """Fit a fresh agent and return its steady-state frames and updates over wall time."""
+    agent = build_agent(settings, site, data_root, num_workers)
+    marks = _Marks()
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_epochs=-1,
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        callbacks=[marks],
+    )
+    trainer.fit(agent)
+    return window_rate(marks.marks, settings.warmup_frames + settings.rollout_frames)

@@ -1,0 +1,193 @@
+"""``python -m iquitos_lightning bench``: every measurement in one run, printed as one Markdown report.
+
+Default sizes fit in under 10 minutes on a 2-core machine; ``--quick`` shrinks everything to the
+tiny site and a few frames (what the test runs). Torch gets ``--threads`` threads (1 by default,
+both sides of every comparison alike: small networks gain nothing from more on a busy 2-core box).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from iquitos_lightning.bench.settings import DEFAULT_SETTINGS, AlgorithmSettings
+
+SITE_128 = "configs/site/iquitos-2026.yaml"
+SITE_38 = "configs/site/iquitos-38.yaml"
+SITE_TINY = "configs/site/tiny.yaml"
+
+
+@dataclass
+class BenchConfig:
+    """Sizes of every measurement (defaults: the full bench)."""
+
+    env_sites: tuple[str, ...] = (SITE_128, SITE_38)
+    env_steps: int = 20  # steps per layer per round
+    env_rounds: int = 3
+    training_site: str = SITE_38
+    algorithms: tuple[str, ...] = ("SAC", "PPO", "A2C")
+    training_rounds: int = 2
+    frame_scale: float = 1.0  # multiplies every algorithm's measured frames
+    num_workers: int = 1  # our env workers in the training comparison
+    memory_site: str = SITE_TINY
+    capacities: tuple[int, ...] = (10_000, 100_000, 1_000_000)
+    storages: tuple[str, ...] = ("memory", "memmap")
+    memory_frames: int = 100
+    workers_site: str = SITE_38
+    worker_counts: tuple[int, ...] = field(default_factory=lambda: tuple(range(1, (os.cpu_count() or 1) + 1)))
+    worker_frames: int = 40
+    worker_rounds: int = 3
+    data_root: str = "data"
+    threads: int = 1
+    sections: tuple[str, ...] = ("env", "training", "memory", "workers")
+
+    @classmethod
+    def quick(cls) -> BenchConfig:
+        """Everything on the tiny site with a handful of frames: proves the code runs, measures nothing."""
+        return cls(
+            env_sites=(SITE_TINY,),
+            env_steps=5,
+            env_rounds=1,
+            training_site=SITE_TINY,
+            training_rounds=1,
+            frame_scale=0.1,
+            memory_site=SITE_TINY,
+            capacities=(1_000, 2_000),
+            storages=("memmap",),
+            memory_frames=40,
+            workers_site=SITE_TINY,
+            worker_counts=(1, 2),
+            worker_frames=5,
+            worker_rounds=1,
+        )
+
+
+def _scaled_settings(config: BenchConfig) -> list[AlgorithmSettings]:
+    """Each algorithm's matched settings with its timed frames scaled (never below one rollout)."""
+    settings = []
+    for name in config.algorithms:
+        base = DEFAULT_SETTINGS[name]
+        measured = max(base.rollout_frames, int(base.measured_frames * config.frame_scale))
+        settings.append(replace(base, measured_frames=measured))
+    return settings
+
+
+def _progress(message: str, start: float) -> None:
+    """One line per section on stderr, so a long run shows where it is (the report goes to stdout)."""
+    print(f"[bench {time.perf_counter() - start:5.0f} s] {message}", file=sys.stderr, flush=True)
+
+
+def run_bench(config: BenchConfig, command: str = "python -m iquitos_lightning bench") -> tuple[str, dict]:
+    """Run the configured sections; return the Markdown report and the raw figures."""
+    import torch
+
+    from iquitos_lightning.bench import report
+    from iquitos_lightning.bench.timing import machine_description
+
+    torch.set_num_threads(config.threads)
+    data_root = Path(config.data_root)
+    start = time.perf_counter()
+    machine = machine_description()
+    sections: list[str] = []
+    figures: dict = {"config": asdict(config), "machine": machine}
+
+    if "env" in config.sections:
+        _progress("env steps/s", start)
+        from iquitos_lightning.bench.env_speed import measure_env_speed
+        from iquitos_lightning.bench.twin import measure_twin
+
+        speeds = [
+            measure_env_speed(site, data_root=data_root, steps=config.env_steps, rounds=config.env_rounds)
+            for site in config.env_sites
+        ]
+        twin = measure_twin(config.env_sites[0], data_root=data_root)
+        sections.append(report.env_section(speeds, twin))
+        figures["env"] = [asdict(speed) for speed in speeds] + [asdict(twin)]
+
+    if "training" in config.sections:
+        _progress("training: ours vs Stable-Baselines3", start)
+        from iquitos_lightning.bench.sb3 import INSTALL_HINT, sb3_available
+        from iquitos_lightning.bench.training import compare_training
+
+        if sb3_available():
+            comparisons = [
+                compare_training(
+                    settings,
+                    config.training_site,
+                    data_root=data_root,
+                    rounds=config.training_rounds,
+                    num_workers=config.num_workers,
+                )
+                for settings in _scaled_settings(config)
+            ]
+            sections.append(report.training_section(comparisons, Path(config.training_site).stem))
+            figures["training"] = [asdict(row) for row in comparisons]
+        else:
+            sections.append(f"### Training throughput vs Stable-Baselines3\n\nskipped: {INSTALL_HINT}")
+
+    if "memory" in config.sections:
+        _progress("memory vs buffer capacity (one process each)", start)
+        from iquitos_lightning.bench.memory import measure_memory
+
+        capacities = list(config.capacities)
+        points = measure_memory(
+            config.memory_site, capacities, config.storages, data_root=data_root, frames=config.memory_frames
+        )
+        sections.append(report.memory_section(points, Path(config.memory_site).stem))
+        figures["memory"] = [asdict(point) for point in points]
+
+    if "workers" in config.sections:
+        _progress("collection vs env workers", start)
+        from iquitos_lightning.bench.workers import measure_worker_scaling
+
+        scaling = measure_worker_scaling(
+            config.workers_site,
+            list(config.worker_counts),
+            data_root=data_root,
+            frames_per_worker=config.worker_frames,
+            rounds=config.worker_rounds,
+        )
+        sections.append(report.workers_section(scaling, Path(config.workers_site).stem))
+        figures["workers"] = [asdict(row) for row in scaling]
+
+    seconds = time.perf_counter() - start
+    figures["seconds"] = seconds
+    text = "\n\n".join([report.machine_section(machine, command, seconds), *sections])
+    return text, figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m iquitos_lightning bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="tiny site, few frames: checks that everything runs")
+    parser.add_argument("--sections", nargs="+", choices=BenchConfig.sections, default=None)
+    parser.add_argument("--num-workers", type=int, default=None, help="our env workers in the training comparison")
+    parser.add_argument("--rounds", type=int, default=None, help="training rounds (ours/SB3 pairs)")
+    parser.add_argument("--frame-scale", type=float, default=None, help="multiply the measured frames")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads for both sides (default 1)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the raw figures here")
+    args = parser.parse_args(argv)
+    config = BenchConfig.quick() if args.quick else BenchConfig()
+    overrides = {
+        "sections": tuple(args.sections) if args.sections else None,
+        "num_workers": args.num_workers,
+        "training_rounds": args.rounds,
+        "frame_scale": args.frame_scale,
+        "threads": args.threads,
+    }
+    config = replace(config, **{key: value for key, value in overrides.items() if value is not None})
+    command = "python -m iquitos_lightning bench " + shlex.join(argv or [])
+    text, figures = run_bench(config, command.strip())
+    print(text)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
