@@ -83,3 +83,10 @@ def test_smoke_fit_on_the_tiny_site_then_test_writes_the_kpi_row(tmp_path, recwa
     assert row["controller"] == "SAC" and row["frames_trained"] == 336
     assert row["ev_departures"] > 0 and row["grid_import_kwh"] > 0
     assert abs(row["energy_balance_max_error_kw"]) < 1e-3
+
+
+def test_a_budget_shorter_than_the_checkpoint_period_still_ends_with_a_checkpoint(tmp_path):
+    code = run_lightning_cli(["fit", "--config", SMOKE, *_into(tmp_path), "--checkpoint.every_n_frames", "100000"])
+    assert code == 0
+    checkpoint = torch.load(tmp_path / "smoke" / "checkpoints" / "last.ckpt", weights_only=False)
+    assert checkpoint["rl_state"]["frames_done"] == 336

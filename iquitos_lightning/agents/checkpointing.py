@@ -2,7 +2,8 @@
 
 Why a subclass: Lightning counts checkpoint periods in optimizer steps (``global_step``: three per
 SAC update, a varying number per PPO rollout) or epochs; an RL run is planned in env frames. This
-callback saves after the training batch that crosses each multiple of ``every_n_frames`` and keeps
+callback saves after the training batch that crosses each multiple of ``every_n_frames`` (and after
+the batch that completes the frame budget, so every finished run ends with a checkpoint) and keeps
 everything else of ``ModelCheckpoint`` (``dirpath``, ``save_top_k``, ``save_last``, the filename
 template, which may use ``{frames}``). ``fit --ckpt_path last`` finds the ``last`` checkpoint in
 ``dirpath``: give a fixed ``dirpath`` (the configs use ``runs/<name>/checkpoints``) so a new run
@@ -110,7 +111,10 @@ class FrameCheckpoint(ModelCheckpoint):
         if self._interrupt.requested:
             trainer.should_stop = True
         period_crossed = frames // self.every_n_frames > self._frames_at_last_save // self.every_n_frames
-        if period_crossed or (self._interrupt.requested and frames != self._frames_at_last_save):
+        budget = getattr(pl_module, "frame_budget", None)
+        budget_done = budget is not None and frames >= budget  # a budget shorter than the period still ends saved
+        unsaved = frames != self._frames_at_last_save
+        if period_crossed or (unsaved and (budget_done or self._interrupt.requested)):
             self.save_now(trainer)
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
