@@ -263,17 +263,3 @@ def make_iquitos_env(
     site_config = _site_config(site)
     build = build_site(site_config, Path(data_root) / site_config.name, progress=False)
     return IquitosEnv(build.schema_path, build.series, reward_weights)
-
-
-def make_torchrl_env(
-    site: str | Path | SiteConfig = "configs/site/iquitos-2026.yaml",
-    *,
-    reward_weights: RewardWeights | None = None,
-    data_root: Path = Path("data"),
-    device: str = "cpu",
-) -> Any:
-    """The same env for TorchRL agents: ``GymWrapper`` + ``DoubleToFloat`` + ``StepCounter``."""
-    from torchrl.envs import DoubleToFloat, GymWrapper, StepCounter, TransformedEnv
-
-    env = make_iquitos_env(site, reward_weights=reward_weights, data_root=data_root)
-    return TransformedEnv(GymWrapper(env, device=device), DoubleToFloat()).append_transform(StepCounter())
