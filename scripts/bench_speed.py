@@ -32,6 +32,7 @@ from rich.table import Table
 
 from iquitos_lightning.agents import A2C, PPO, SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
 from iquitos_lightning.agents.speed import SpeedConfig
+from iquitos_lightning.bench.trainer import bare_trainer
 
 STAND_IN_ID = "IquitosShaped-v0"
 
@@ -125,19 +126,7 @@ def measure(algorithm: str, switches: str, precision: str, args: argparse.Namesp
     pl.seed_everything(0, verbose=False)
     agent = make_agent(algorithm, speed, args)
     timer = UpdateTimer(args.warmup)
-    trainer = pl.Trainer(
-        accelerator=args.accelerator,
-        devices=1,
-        precision=precision,
-        max_epochs=-1,
-        num_sanity_val_steps=0,
-        limit_val_batches=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[timer],
-    )
+    trainer = bare_trainer(accelerator=args.accelerator, precision=precision, callbacks=[timer])
     started = time.perf_counter()
     trainer.fit(agent)
     return {

@@ -21,6 +21,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from iquitos_lightning.bench.trainer import bare_trainer
+
 STORAGES = ("memory", "memmap")
 
 
@@ -35,7 +37,6 @@ class MemoryPoint:
 
 def _probe(site: str, data_root: str, capacity: int, storage: str, frames: int) -> dict[str, float | None]:
     """Run inside the child: fit SAC for ``frames`` frames and report peak memory."""
-    import lightning.pytorch as pl
     import torch
 
     from iquitos_lightning.agents import SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
@@ -60,17 +61,7 @@ def _probe(site: str, data_root: str, capacity: int, storage: str, frames: int) 
             updates_per_frame=0.25,
         )
         cuda = torch.cuda.is_available()
-        trainer = pl.Trainer(
-            accelerator="auto",
-            devices=1,
-            max_epochs=-1,
-            num_sanity_val_steps=0,
-            limit_val_batches=0,
-            logger=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            enable_checkpointing=False,
-        )
+        trainer = bare_trainer()
         trainer.fit(agent)
         per_transition = bytes_per_transition(agent.train_env.fake_tensordict())
         return {

@@ -17,6 +17,7 @@ import lightning.pytorch as pl
 
 from iquitos_lightning.bench.settings import AlgorithmSettings
 from iquitos_lightning.bench.timing import Rate
+from iquitos_lightning.bench.trainer import bare_trainer
 
 
 class _Marks(pl.Callback):
@@ -73,17 +74,6 @@ def train_ours(settings: AlgorithmSettings, site: str, data_root: Path, num_work
     """Fit a fresh agent and return its steady-state frames and updates over wall time."""
     agent = build_agent(settings, site, data_root, num_workers)
     marks = _Marks()
-    trainer = pl.Trainer(
-        accelerator="cpu",
-        devices=1,
-        max_epochs=-1,
-        num_sanity_val_steps=0,
-        limit_val_batches=0,
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        enable_checkpointing=False,
-        callbacks=[marks],
-    )
+    trainer = bare_trainer(accelerator="cpu", callbacks=[marks])
     trainer.fit(agent)
     return window_rate(marks.marks, settings.warmup_frames + settings.rollout_frames)
