@@ -3,11 +3,13 @@
 Why one base: SAC, PPO and A2C differ only in how they learn from a rollout; everything else is
 the same and easy to get subtly wrong, so it lives here once:
 
-- **Data**: a TorchRL ``Collector`` on the CPU env feeds ``training_step`` through
-  :class:`CollectorStream` (the train dataloader). One Lightning "epoch" is one evaluation period
-  (``eval_every_frames``), so validation runs after each period through Lightning's own loop.
-  The stream has a length, so Lightning does not prefetch: every rollout is collected with the
-  weights of the latest update.
+- **Data**: a TorchRL collector on CPU envs feeds ``training_step`` through
+  :class:`CollectorStream` (the train dataloader): in this process, or in worker processes with
+  ``env.num_workers`` or ``rollout.overlap`` (:mod:`iquitos_lightning.agents.collection`). One
+  Lightning "epoch" is one evaluation period (``eval_every_frames``), so validation runs after each
+  period through Lightning's own loop. The stream has a length, so Lightning does not prefetch:
+  every rollout is collected with the weights of the latest update (with ``overlap``: of the update
+  before, by design).
 - **Budget**: training stops when ``frames_done`` reaches ``frame_budget`` (env frames), not on
   ``max_steps`` (Lightning's ``global_step`` counts optimizer steps: three per SAC update).
 - **Env**: built from :class:`~iquitos_lightning.agents.env_factory.EnvConfig` and kept in a plain
@@ -47,9 +49,10 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
 from torch.utils.data import IterableDataset
-from torchrl.collectors import Collector
+from torchrl.collectors import BaseCollector
 from torchrl.envs import EnvBase, ExplorationType, set_exploration_type
 
+from iquitos_lightning.agents.collection import collects_in_process, make_collector, pushes_weights_itself
 from iquitos_lightning.agents.env_factory import EnvConfig, episode_seeding, make_env, site_env
 from iquitos_lightning.agents.numerics import NonFiniteGuard, find_nonfinite
 from iquitos_lightning.agents.replay import bytes_per_transition
@@ -70,6 +73,7 @@ class RolloutConfig:
     eval_episodes: int = 1  # full deterministic episodes per validation/test
     max_eval_steps: int = 100_000  # safety cap on the length of one evaluation episode
     max_nonfinite_in_a_row: int = 10  # updates with a non-finite loss/gradient skipped in a row before the run stops
+    overlap: bool = False  # collect the next rollout in a worker process while learning from this one (SAC only)
 
 
 def as_config(config_class: type[ConfigT], value: ConfigT | dict[str, Any] | None) -> ConfigT:
@@ -90,7 +94,7 @@ class _Runtime:
     def __init__(self, train_env: EnvBase) -> None:
         self.train_env = train_env
         self.eval_env: EnvBase | None = None
-        self.collector: Collector | None = None
+        self.collector: BaseCollector | None = None
         self.iterator: Any = None
         self.loss_fn: Any = None  # the agent's loss_terms, compiled or not (planned on the first update of a fit)
         self.update_fn: Any = None  # the agent's update, CUDA-graphed or not
@@ -190,6 +194,7 @@ class RLAgent(pl.LightningModule):
     """
 
     algorithm: str | None = None  # "sac", "ppo" or "a2c": how memory is estimated; None: not estimated
+    off_policy = False  # learns from data of older policies (may collect with rollout.overlap)
 
     def __init__(
         self, env: EnvConfig | None = None, rollout: RolloutConfig | None = None, speed: SpeedConfig | None = None
@@ -272,6 +277,11 @@ class RLAgent(pl.LightningModule):
             value = getattr(config, name)
             if value <= 0:
                 raise ConfigError(f"model.rollout.{name} must be a positive integer, got {value}")
+        if config.overlap and not self.off_policy:
+            raise ConfigError(
+                f"model.rollout.overlap: {type(self).__name__} learns on-policy, so it cannot learn from a rollout "
+                "collected by the previous policy; use model.env.num_workers to collect in parallel instead"
+            )
         if config.eval_episodes < 0:
             raise ConfigError(f"model.rollout.eval_episodes must be 0 or more, got {config.eval_episodes}")
         parallel = self.env_config.num_workers * self.env_config.num_envs
@@ -299,22 +309,27 @@ class RLAgent(pl.LightningModule):
         return start, min(start + period, budget)
 
     def train_dataloader(self) -> CollectorStream:
-        self._runtime.collector = self._make_collector()
-        self._runtime.iterator = None
-        return CollectorStream(self)
-
-    def _make_collector(self) -> Collector:
-        return Collector(
+        self.shutdown_collector()
+        self._runtime.collector = make_collector(
+            self.env_config,
             self.train_env,
             self.exploration_policy,
             frames_per_batch=self.rollout_config.frames_per_batch,
-            total_frames=-1,
-            env_device="cpu",
+            overlap=self.rollout_config.overlap,
             policy_device=self.device,
-            storing_device="cpu",
-            auto_register_policy_transforms=False,  # MLP policies need no InitTracker
             **self.collector_options(),
         )
+        return CollectorStream(self)
+
+    def shutdown_collector(self) -> None:
+        """Stop the collector's worker processes (if any) and forget it; the next fit builds a new one."""
+        runtime = self._runtime
+        if runtime.collector is not None and not collects_in_process(self.env_config, self.rollout_config.overlap):
+            runtime.collector.shutdown()
+        runtime.collector = runtime.iterator = None
+
+    def on_fit_end(self) -> None:
+        self.shutdown_collector()
 
     def next_rollout(self) -> TensorDictBase:
         runtime = self._runtime
@@ -342,7 +357,11 @@ class RLAgent(pl.LightningModule):
         self._count_rollout(rollout)
         metrics = self.learn(rollout)
         collector = self._runtime.collector
-        if collector is not None and collector.policy is not self.exploration_policy:
+        if (
+            collector is not None
+            and not pushes_weights_itself(collector)
+            and collector.policy is not self.exploration_policy
+        ):
             collector.update_policy_weights_()
         logged = {f"train/{key}": float(value) for key, value in metrics.items()}
         logged["progress/frames_done"] = float(self.frames_done)
@@ -367,9 +386,13 @@ class RLAgent(pl.LightningModule):
         return device_estimate(shapes, *self.update_rows(), workload.transition_bytes)
 
     def make_adam(self, params: Any, lr: float) -> torch.optim.Adam:
-        """Adam, ``capturable`` when the update will be captured in a CUDA graph (its step counter stays on the GPU)."""
+        """Adam, ``capturable`` when the update will be captured in a CUDA graph (its step counter stays on the GPU).
+
+        ``foreach``: one multi-tensor kernel per step instead of a Python loop over parameters (PyTorch picks it
+        by itself on CUDA only; on the CPU the loop was a visible share of a small-network update). Same arithmetic.
+        """
         capturable = self.speed_config.cuda_graphs and self.device.type == "cuda"
-        return torch.optim.Adam(params, lr=lr, capturable=capturable)
+        return torch.optim.Adam(params, lr=lr, capturable=capturable, foreach=True)
 
     def compute_losses(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """:meth:`loss_terms`, compiled when ``speed.compile`` is on."""
@@ -523,8 +546,9 @@ class RLAgent(pl.LightningModule):
 
     # ----- checkpoints ---------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        # Worker processes keep their own episode counters (env_factory: resume exact for one worker only).
-        resets = episode_seeding(self.train_env).resets_done if self.env_config.num_workers == 1 else 0
+        # Worker processes keep their own episode counters (agents/collection.py: resume exact in-process only).
+        in_process = collects_in_process(self.env_config, self.rollout_config.overlap)
+        resets = episode_seeding(self.train_env).resets_done if in_process else 0
         checkpoint["rl_state"] = {
             "frames_done": self.frames_done,
             "updates_done": self.updates_done,
@@ -586,7 +610,7 @@ class RLAgent(pl.LightningModule):
         self.episodes_done = int(state["episodes_done"])
         self.last_episode_return = state["last_episode_return"]
         self.at_episode_boundary = bool(state["at_episode_boundary"])
-        if self.env_config.num_workers == 1:
+        if collects_in_process(self.env_config, self.rollout_config.overlap):
             episode_seeding(self.train_env).resets_done = int(state["env_resets_on_resume"])
         self._pending_rng = state["rng"]
         self.load_agent_state(state["agent"])

@@ -1,10 +1,11 @@
 """Build the environment an agent trains on, from config: the Iquitos site or any Gymnasium id.
 
-Why a factory of our own: agents need the same TorchRL env shape whatever the task
-(``DoubleToFloat`` observations, a ``step_count``, a running ``episode_reward`` for returns) and
-every reset seeded from an episode counter (:class:`EpisodeSeeding`). Seeding each episode by its
-index is what makes resume exact: a checkpoint stores one integer and the resumed run replays the
-same initial states, for Pendulum as for CityLearn, without pickling any simulator.
+Why a factory of our own: agents need the same TorchRL env shape whatever the task (float32
+observations and reward, with ``DoubleToFloat`` only where the env has float64; a ``step_count``; a
+running ``episode_reward`` for returns) and every reset seeded from an episode counter
+(:class:`EpisodeSeeding`). Seeding each episode by its index is what makes resume exact: a
+checkpoint stores one integer and the resumed run replays the same initial states, for Pendulum as
+for CityLearn, without pickling any simulator.
 The Iquitos env is imported lazily so Gymnasium-only runs never import CityLearn. Every Gymnasium
 env is wrapped in :class:`~iquitos_lightning.envs.finite.FiniteValues` (a NaN observation or reward
 stops the run naming the key) and an unknown id is refused as a config error naming ``model.env.name``.
@@ -15,33 +16,33 @@ envs in torch, proven equal by ``tests/envs/test_twin.py``). The twin only ever 
 ``make_env(config, evaluation=True)`` always builds CityLearn, so validation, ``test`` and every
 reported KPI come from CityLearn itself.
 
-Parallel workers are one switch, ``num_workers``: above 1 the training env is a TorchRL
-``ParallelEnv`` of that many processes, each one env with its own episode counter (worker ``w``
-seeds episode ``k`` with ``seed + w * WORKER_SEED_STRIDE + k``); rollouts then have a leading
-worker dimension. Evaluation always runs one env in the training process. Resume is exact only for
-``num_workers=1``: worker counters are not checkpointed, so a resumed multi-worker run continues
-from the checkpoint's weights, buffer and RNG but restarts each worker's episodes from its first seed.
+Parallel workers are one switch, ``num_workers``: above 1 rollouts are collected by that many worker
+processes (:mod:`iquitos_lightning.agents.collection`), each one env built by
+:func:`worker_env_makers` with its own episode counter (worker ``w`` seeds episode ``k`` with
+``seed + w * WORKER_SEED_STRIDE + k``); rollouts then have a leading worker dimension. The training
+process keeps one env of its own for the specs the networks are built from. Evaluation always runs
+one env in the training process. Resume is exact only when collection runs in the training process:
+worker counters are not checkpointed, so a resumed run with workers continues from the checkpoint's
+weights, buffer and RNG but restarts each worker's episodes from its first seed.
 """
 
 from __future__ import annotations
 
-import multiprocessing
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
 import gymnasium as gym
-from torchrl.envs import DoubleToFloat, EnvBase, GymWrapper, ParallelEnv, RewardSum, StepCounter, TransformedEnv
+import torch
+from torchrl.envs import DoubleToFloat, EnvBase, GymWrapper, RewardSum, StepCounter, TransformedEnv
 
 from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.errors import ConfigError
 
 IQUITOS = "iquitos"
 WORKER_SEED_STRIDE = 1_000_000  # seeds of different workers never meet (an episode count below a million)
-# "fork" where the platform has it: a spawned worker re-imports torch, Lightning and CityLearn (tens of
-# seconds on a busy 2-core machine); the workers only step CPU envs, which fork handles.
-WORKER_START_METHOD = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
 CITYLEARN = "citylearn"
 TWIN = "twin"
 BACKENDS = (CITYLEARN, TWIN)
@@ -64,7 +65,7 @@ class EnvConfig:
     backend: str = CITYLEARN  # Iquitos training env: "citylearn" or "twin" (evaluation is always CityLearn)
     num_envs: int = 1  # parallel envs of the twin's batch (backend "twin" only)
     compile_twin: bool = False  # torch.compile the twin's step: ~1 min to compile, then 3-5x faster at small B
-    num_workers: int = 1  # training env processes (TorchRL ParallelEnv above 1); frames_per_batch must divide by it
+    num_workers: int = 1  # collection worker processes (agents/collection.py); frames_per_batch must divide by it
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -75,7 +76,7 @@ class EnvConfig:
             raise ValueError("num_envs > 1 needs the twin backend of the Iquitos site")
         if self.num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {self.num_workers}")
-        if self.num_workers > 1 and self.backend == TWIN:
+        if self.num_workers > 1 and self.backend == TWIN and self.name == IQUITOS:
             raise ValueError("num_workers > 1 is for CityLearn and Gymnasium envs: the twin batches with num_envs")
 
 
@@ -118,7 +119,8 @@ def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
     """The TorchRL env of ``config`` on the CPU; ``evaluation`` picks the evaluation seed stream.
 
     With ``backend="twin"`` the training env is the batched twin (``num_envs`` envs); an
-    evaluation env is always CityLearn.
+    evaluation env is always CityLearn. With ``num_workers`` > 1 this is the training process's own
+    env (specs, and the seed stream of worker 0); the workers build theirs from :func:`worker_env_makers`.
     """
     if config.name == IQUITOS and config.backend == TWIN and not evaluation:
         from iquitos_lightning.envs.twin import make_torchrl_twin
@@ -126,21 +128,39 @@ def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
         return make_torchrl_twin(
             config.site, data_root=Path(config.data_root), num_envs=config.num_envs, compile_physics=config.compile_twin
         )
-    if evaluation:
-        return _make_single_env(config, config.eval_seed)
-    if config.num_workers == 1:
-        return _make_single_env(config, config.seed)
+    return _make_single_env(config, config.eval_seed if evaluation else config.seed)
+
+
+def worker_env_makers(config: EnvConfig) -> list[Callable[[], EnvBase]]:
+    """One picklable env maker per collection worker (``num_workers`` of them): worker ``w`` trains on the
+    seed stream ``seed + w * WORKER_SEED_STRIDE``; the twin backend is one batched env."""
     seeds = [config.seed + worker * WORKER_SEED_STRIDE for worker in range(config.num_workers)]
-    makers = [partial(_make_single_env, config, seed) for seed in seeds]
-    return ParallelEnv(config.num_workers, makers, mp_start_method=WORKER_START_METHOD)
+    return [partial(_make_worker_env, config, seed) for seed in seeds]
+
+
+def _make_worker_env(config: EnvConfig, base_seed: int) -> EnvBase:
+    """Runs in the worker process: seeds its torch RNG (the policy's exploration noise) from the worker's seed,
+    so a run with workers collects the same rollouts each time, then builds the env."""
+    torch.manual_seed(base_seed)
+    if config.name == IQUITOS and config.backend == TWIN:
+        return make_env(config)
+    return _make_single_env(config, base_seed)
 
 
 def _make_single_env(config: EnvConfig, base_seed: int) -> EnvBase:
     seeding = EpisodeSeeding(FiniteValues(_make_gym_env(config), config.name), base_seed)
-    env = TransformedEnv(GymWrapper(seeding, device="cpu"), DoubleToFloat())
+    env = TransformedEnv(GymWrapper(seeding, device="cpu"))
+    if _has_float64(env):  # the Iquitos env is float32 already: a no-op transform still costs a pass per step
+        env.append_transform(DoubleToFloat())
     env.append_transform(StepCounter())
     env.append_transform(RewardSum())
     return env
+
+
+def _has_float64(env: EnvBase) -> bool:
+    """Whether any observation or the reward is float64 (what ``DoubleToFloat`` converts)."""
+    specs = [*env.observation_spec.values(True, True), env.reward_spec]
+    return any(spec.dtype == torch.float64 for spec in specs)
 
 
 def episode_seeding(env: EnvBase) -> EpisodeCounter:

@@ -4,7 +4,8 @@ Why three layers: the wrapper overhead is what our code adds on top of the simul
 ``CityLearnEnv.step`` of the same schema, given the very actions our env would pass it (sockets
 without an EV masked to 0); "gym" is :class:`~iquitos_lightning.envs.citylearn.IquitosEnv` (physics
 reads, reward terms, observation); "torchrl" is the env of :func:`~iquitos_lightning.agents.env_factory.make_env`
-(``GymWrapper`` + ``DoubleToFloat`` + ``StepCounter`` + ``RewardSum``) stepped as the collector steps it.
+(``GymWrapper`` + ``StepCounter`` + ``RewardSum``; ``DoubleToFloat`` only for float64 envs) stepped as the
+collector steps it.
 Each layer has its own simulator instance; the three run interleaved, ``steps`` steps per round.
 """
 

@@ -35,8 +35,11 @@ def window_rate(marks: list[tuple[float, int, int]], start_frames: int) -> Rate:
     return Rate(last[0] - first[0], {"frames": last[1] - first[1], "updates": last[2] - first[2]})
 
 
-def build_agent(settings: AlgorithmSettings, site: str, data_root: Path, num_workers: int = 1) -> Any:
-    """Our SAC/PPO/A2C with ``settings`` on ``site``; the budget covers warm-up + one rollout + the timed frames."""
+def build_agent(
+    settings: AlgorithmSettings, site: str, data_root: Path, num_workers: int = 1, overlap: bool = False
+) -> Any:
+    """Our SAC/PPO/A2C with ``settings`` on ``site``, collecting with ``num_workers`` worker processes or one
+    rollout ahead (``overlap``); the budget covers warm-up + one rollout + the timed frames."""
     from iquitos_lightning.agents import A2C, PPO, SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
 
     rollout = settings.rollout_frames
@@ -45,7 +48,7 @@ def build_agent(settings: AlgorithmSettings, site: str, data_root: Path, num_wor
     common: dict[str, Any] = {
         "env": EnvConfig(site=site, data_root=str(data_root), num_workers=num_workers),
         "rollout": RolloutConfig(
-            frame_budget=budget, frames_per_batch=rollout, eval_every_frames=budget, eval_episodes=0
+            frame_budget=budget, frames_per_batch=rollout, eval_every_frames=budget, eval_episodes=0, overlap=overlap
         ),
         "hidden_sizes": (settings.hidden, settings.hidden),
         "activation": settings.activation,
@@ -70,9 +73,12 @@ def build_agent(settings: AlgorithmSettings, site: str, data_root: Path, num_wor
     raise ValueError(f"unknown algorithm {settings.algorithm!r}")
 
 
-def train_ours(settings: AlgorithmSettings, site: str, data_root: Path, num_workers: int = 1) -> Rate:
-    """Fit a fresh agent and return its steady-state frames and updates over wall time."""
-    agent = build_agent(settings, site, data_root, num_workers)
+def train_ours(
+    settings: AlgorithmSettings, site: str, data_root: Path, num_workers: int = 1, overlap: bool = False
+) -> Rate:
+    """Fit a fresh agent and return its steady-state frames and updates over wall time (worker start-up
+    falls in the untimed warm-up)."""
+    agent = build_agent(settings, site, data_root, num_workers, overlap)
     marks = _Marks()
     trainer = bare_trainer(accelerator="cpu", callbacks=[marks])
     trainer.fit(agent)

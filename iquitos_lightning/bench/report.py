@@ -59,13 +59,27 @@ def training_section(comparisons: Sequence[TrainingComparison], site: str) -> st
                 f"{row.ours_updates_per_s:.1f}",
                 f"{row.sb3_updates_per_s:.1f}",
                 f"{row.updates_ratio:.2f}x",
-                str(row.num_workers),
+                describe_collection(row.num_workers, row.overlap),
                 row.settings.describe(),
             ]
         )
     header = ["algorithm", "ours frames/s", "SB3 frames/s", "frames ratio", "ours updates/s", "SB3 updates/s"]
-    header += ["updates ratio", "our env workers", "matched settings"]
-    return f"### Training throughput inside `fit` vs Stable-Baselines3 ({site})\n\n" + _table(header, rows)
+    header += ["updates ratio", "our collection", "matched settings"]
+    note = (
+        "Our collection is our architecture, the difference the comparison measures: *in-process* steps the env "
+        "between updates as SB3 does; *N workers* step N envs in N processes and learn on the gathered rollout "
+        "(SB3 then gets N envs in its `DummyVecEnv`, same rollout frames); *one rollout ahead* collects the next "
+        "rollout in a worker process while the current one trains (`--model.rollout.overlap true`, off-policy only)."
+    )
+    title = f"### Training throughput inside `fit` vs Stable-Baselines3 ({site})\n\n"
+    return title + _table(header, rows) + "\n\n" + note
+
+
+def describe_collection(num_workers: int, overlap: bool) -> str:
+    """``in-process``, ``2 workers`` or ``1 worker, one rollout ahead``: how our side collected."""
+    if overlap:
+        return f"{num_workers} worker{'s' if num_workers > 1 else ''}, one rollout ahead"
+    return "in-process" if num_workers == 1 else f"{num_workers} workers"
 
 
 def memory_section(points: Sequence[MemoryPoint], site: str) -> str:

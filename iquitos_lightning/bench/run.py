@@ -28,13 +28,14 @@ class BenchConfig:
     """Sizes of every measurement (defaults: the full bench)."""
 
     env_sites: tuple[str, ...] = (SITE_128, SITE_38)
-    env_steps: int = 20  # steps per layer per round
+    env_steps: int = 50  # steps per layer per round
     env_rounds: int = 3
     training_site: str = SITE_38
     algorithms: tuple[str, ...] = ("SAC", "PPO", "A2C")
     training_rounds: int = 2
     frame_scale: float = 1.0  # multiplies every algorithm's measured frames
-    num_workers: int = 1  # our env workers in the training comparison
+    num_workers: int | None = None  # our collection workers in the training comparison (None: our_collection)
+    overlap: bool | None = None  # SAC collects one rollout ahead (None: our_collection)
     memory_site: str = SITE_TINY
     capacities: tuple[int, ...] = (10_000, 100_000, 1_000_000)
     storages: tuple[str, ...] = ("memory", "memmap")
@@ -66,6 +67,18 @@ class BenchConfig:
             worker_frames=5,
             worker_rounds=1,
         )
+
+
+def our_collection(algorithm: str, config: BenchConfig) -> tuple[int, bool]:
+    """How our side collects (workers, overlap): what a user on this machine would run, unless the config says.
+
+    SAC collects one rollout ahead in one worker process (its updates take the training process's core);
+    PPO and A2C are on-policy, so they collect in parallel, one worker per core, and wait.
+    """
+    cores = os.cpu_count() or 1
+    overlap = algorithm == "SAC" and (config.overlap is None or config.overlap)
+    default_workers = 1 if overlap else cores
+    return (default_workers if config.num_workers is None else config.num_workers), overlap
 
 
 def _scaled_settings(config: BenchConfig) -> list[AlgorithmSettings]:
@@ -116,16 +129,18 @@ def run_bench(config: BenchConfig, command: str = "python -m iquitos_lightning b
         from iquitos_lightning.bench.training import compare_training
 
         if sb3_available():
-            comparisons = [
-                compare_training(
+            comparisons = []
+            for settings in _scaled_settings(config):
+                workers, overlap = our_collection(settings.algorithm, config)
+                comparison = compare_training(
                     settings,
                     config.training_site,
                     data_root=data_root,
                     rounds=config.training_rounds,
-                    num_workers=config.num_workers,
+                    num_workers=workers,
+                    overlap=overlap,
                 )
-                for settings in _scaled_settings(config)
-            ]
+                comparisons.append(comparison)
             sections.append(report.training_section(comparisons, Path(config.training_site).stem))
             figures["training"] = [asdict(row) for row in comparisons]
         else:
@@ -166,7 +181,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m iquitos_lightning bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny site, few frames: checks that everything runs")
     parser.add_argument("--sections", nargs="+", choices=BenchConfig.sections, default=None)
-    parser.add_argument("--num-workers", type=int, default=None, help="our env workers in the training comparison")
+    parser.add_argument(
+        "--num-workers", type=int, default=None, help="our collection workers (default: SAC 1, PPO/A2C one per core)"
+    )
+    parser.add_argument(
+        "--overlap",
+        choices=("on", "off"),
+        default=None,
+        help="SAC collects one rollout ahead in a worker process (default on; off: workers or in-process)",
+    )
     parser.add_argument("--rounds", type=int, default=None, help="training rounds (ours/SB3 pairs)")
     parser.add_argument("--frame-scale", type=float, default=None, help="multiply the measured frames")
     parser.add_argument("--threads", type=int, default=None, help="torch threads for both sides (default 1)")
@@ -176,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     overrides = {
         "sections": tuple(args.sections) if args.sections else None,
         "num_workers": args.num_workers,
+        "overlap": None if args.overlap is None else args.overlap == "on",
         "training_rounds": args.rounds,
         "frame_scale": args.frame_scale,
         "threads": args.threads,

@@ -20,6 +20,7 @@ from iquitos_lightning.bench.timing import interleave, median_rate, median_ratio
 class TrainingComparison:
     settings: AlgorithmSettings
     num_workers: int
+    overlap: bool  # ours collected one rollout ahead in a worker process
     ours_frames_per_s: float
     ours_updates_per_s: float
     sb3_frames_per_s: float
@@ -29,14 +30,21 @@ class TrainingComparison:
 
 
 def compare_training(
-    settings: AlgorithmSettings, site: str, *, data_root: Path = Path("data"), rounds: int = 2, num_workers: int = 1
+    settings: AlgorithmSettings,
+    site: str,
+    *,
+    data_root: Path = Path("data"),
+    rounds: int = 2,
+    num_workers: int = 1,
+    overlap: bool = False,
 ) -> TrainingComparison:
+    """Ours (``num_workers`` collection workers, ``overlap``) against SB3 with as many envs in its ``DummyVecEnv``."""
     from iquitos_lightning.bench.sb3 import make_sb3_env
 
     sb3_env = make_sb3_env(site, data_root, num_workers)
     results = interleave(
         {
-            "ours": lambda: train_ours(settings, site, data_root, num_workers),
+            "ours": lambda: train_ours(settings, site, data_root, num_workers, overlap),
             "sb3": lambda: train_sb3(settings, site, data_root, sb3_env),
         },
         rounds,
@@ -45,6 +53,7 @@ def compare_training(
     return TrainingComparison(
         settings=settings,
         num_workers=num_workers,
+        overlap=overlap,
         ours_frames_per_s=median_rate(ours, "frames"),
         ours_updates_per_s=median_rate(ours, "updates"),
         sb3_frames_per_s=median_rate(sb3, "frames"),

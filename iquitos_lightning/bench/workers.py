@@ -24,15 +24,15 @@ class WorkerScaling:
 def measure_worker_scaling(
     site: str, worker_counts: list[int], *, data_root: Path = Path("data"), frames_per_worker: int = 50, rounds: int = 3
 ) -> list[WorkerScaling]:
-    from torchrl.collectors import Collector
-
+    from iquitos_lightning.agents.collection import make_collector
     from iquitos_lightning.agents.env_factory import EnvConfig, make_env
 
     collectors = {}
     iterators = {}
     for workers in worker_counts:
-        env = make_env(EnvConfig(site=site, data_root=str(data_root), num_workers=workers))
-        collectors[workers] = Collector(env, None, frames_per_batch=workers * frames_per_worker, total_frames=-1)
+        config = EnvConfig(site=site, data_root=str(data_root), num_workers=workers)
+        frames = workers * frames_per_worker
+        collectors[workers] = make_collector(config, make_env(config), None, frames_per_batch=frames, overlap=False)
         iterators[workers] = iter(collectors[workers])
         next(iterators[workers])  # warm-up: starts the worker processes
 

@@ -1,0 +1,101 @@
+"""Collection in worker processes: which weights each rollout was collected with, and repeatable runs.
+
+Real TorchRL worker collectors on Pendulum (spawned processes, a few seconds each to start).
+"""
+
+from __future__ import annotations
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from tensordict.nn import TensorDictModule
+from torch import nn
+
+from iquitos_lightning.agents import PPO, SAC, EnvConfig, RolloutConfig
+from iquitos_lightning.agents.collection import make_collector
+from iquitos_lightning.agents.env_factory import make_env
+from iquitos_lightning.errors import ConfigError
+from tests.agents.agents_testkit import BatchRecorder, cpu_trainer, small_sac
+
+
+def _constant_policy(value: float) -> TensorDictModule:
+    """A policy whose action is its bias: which weights collected a rollout is read off its actions."""
+    layer = nn.Linear(3, 1)
+    with torch.no_grad():
+        layer.weight.zero_()
+        layer.bias.fill_(value)
+    return TensorDictModule(layer, in_keys=["observation"], out_keys=["action"])
+
+
+def _actions_per_rollout(overlap: bool, num_workers: int) -> list[float]:
+    """Set the learner's bias to 0.1, 0.2, ... after each rollout, as training would; return each rollout's action."""
+    config = EnvConfig(name="Pendulum-v1", max_episode_steps=20, num_workers=num_workers)
+    policy = _constant_policy(0.1)
+    collector = make_collector(config, make_env(config), policy, frames_per_batch=10 * num_workers, overlap=overlap)
+    actions = []
+    try:
+        for index, rollout in enumerate(collector):
+            assert rollout.numel() == 10 * num_workers
+            values = rollout["action"].unique()
+            assert values.numel() == 1, "one rollout was collected with one set of weights"
+            actions.append(round(float(values), 3))
+            with torch.no_grad():
+                policy.module.bias.fill_(0.1 * (index + 2))  # the "update" after learning from this rollout
+            if index == 3:
+                break
+    finally:
+        collector.shutdown()
+    return actions
+
+
+def test_synchronous_workers_collect_with_the_latest_weights() -> None:
+    assert _actions_per_rollout(overlap=False, num_workers=2) == [0.1, 0.2, 0.3, 0.4]
+
+
+def test_overlapping_worker_collects_with_the_weights_of_one_rollout_before() -> None:
+    # Rollout k+1 is collected while rollout k trains, so it carries the weights from before that training.
+    assert _actions_per_rollout(overlap=True, num_workers=1) == [0.1, 0.1, 0.2, 0.3]
+
+
+def _fit_parameters(make_agent, recorder: BatchRecorder | None = None) -> torch.Tensor:
+    """Weights after a seeded fit of a fresh agent."""
+    pl.seed_everything(7)
+    agent = make_agent()
+    cpu_trainer(callbacks=[recorder] if recorder else None).fit(agent)
+    assert agent.frames_done == agent.frame_budget
+    return torch.cat([parameter.detach().flatten() for parameter in agent.parameters()])
+
+
+def test_sac_with_overlap_trains_and_repeats_itself_exactly() -> None:
+    def overlapping_sac() -> SAC:
+        sac = small_sac(200, frames_per_batch=50)
+        sac.rollout_config.overlap = True
+        return sac
+
+    first, again = _fit_parameters(overlapping_sac), _fit_parameters(overlapping_sac)
+    assert torch.equal(first, again)
+    pl.seed_everything(7)
+    fresh = torch.cat([parameter.detach().flatten() for parameter in overlapping_sac().parameters()])
+    assert not torch.equal(first, fresh), "the updates changed the weights"
+
+
+def test_ppo_with_two_workers_learns_from_both_and_repeats_itself_exactly() -> None:
+    def two_worker_ppo() -> PPO:
+        return PPO(
+            env=EnvConfig(name="Pendulum-v1", seed=3, max_episode_steps=50, num_workers=2),
+            rollout=RolloutConfig(frame_budget=200, frames_per_batch=100, eval_every_frames=200, eval_episodes=0),
+            hidden_sizes=(16, 16),
+            minibatch_size=50,
+        )
+
+    recorder = BatchRecorder()
+    first, again = _fit_parameters(two_worker_ppo, recorder), _fit_parameters(two_worker_ppo)
+    assert recorder.first_batch.shape == (2, 50), "each worker collects half of every rollout"
+    assert not torch.equal(recorder.first_batch["observation"][0], recorder.first_batch["observation"][1])
+    assert torch.equal(first, again)
+
+
+def test_overlap_is_refused_for_on_policy_agents() -> None:
+    rollout = RolloutConfig(frame_budget=100, frames_per_batch=50, eval_every_frames=100, overlap=True)
+    with pytest.raises(ConfigError, match="overlap.*on-policy"):
+        PPO(env=EnvConfig(name="Pendulum-v1"), rollout=rollout, hidden_sizes=(8, 8))
