@@ -28,6 +28,8 @@ weights, buffer and RNG but restarts each worker's episodes from its first seed.
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -140,7 +142,14 @@ def worker_env_makers(config: EnvConfig) -> list[Callable[[], EnvBase]]:
 
 def _make_worker_env(config: EnvConfig, base_seed: int) -> EnvBase:
     """Runs in the worker process: seeds its torch RNG (the policy's exploration noise) from the worker's seed,
-    so a run with workers collects the same rollouts each time, then builds the env."""
+    so a run with workers collects the same rollouts each time, then builds the env.
+
+    The worker also ignores Ctrl-C: a terminal sends SIGINT to every process of the group, and a worker
+    dying on it would break the rollout the training process is finishing before it saves a checkpoint
+    (agents/interrupt.py); the training process shuts its workers down when the run ends.
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.manual_seed(base_seed)
     if config.name == IQUITOS and config.backend == TWIN:
         return make_env(config)

@@ -5,6 +5,8 @@ Real TorchRL worker collectors on Pendulum (spawned processes, a few seconds eac
 
 from __future__ import annotations
 
+import signal
+
 import lightning.pytorch as pl
 import pytest
 import torch
@@ -13,7 +15,7 @@ from torch import nn
 
 from iquitos_lightning.agents import PPO, SAC, EnvConfig, RolloutConfig
 from iquitos_lightning.agents.collection import make_collector
-from iquitos_lightning.agents.env_factory import make_env
+from iquitos_lightning.agents.env_factory import make_env, worker_env_makers
 from iquitos_lightning.errors import ConfigError
 from tests.agents.agents_testkit import BatchRecorder, cpu_trainer, small_sac
 
@@ -99,3 +101,14 @@ def test_overlap_is_refused_for_on_policy_agents() -> None:
     rollout = RolloutConfig(frame_budget=100, frames_per_batch=50, eval_every_frames=100, overlap=True)
     with pytest.raises(ConfigError, match="overlap.*on-policy"):
         PPO(env=EnvConfig(name="Pendulum-v1"), rollout=rollout, hidden_sizes=(8, 8))
+
+
+def test_worker_envs_ignore_ctrl_c_so_the_training_process_can_finish_its_rollout() -> None:
+    # A terminal's Ctrl-C reaches every process of the group; the maker runs in each worker process.
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        env = worker_env_makers(EnvConfig(name="Pendulum-v1", num_workers=2))[1]()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert env.rollout(3).numel() == 3
+    finally:
+        signal.signal(signal.SIGINT, previous)
