@@ -32,10 +32,11 @@ from iquitos_lightning.memory_budget import (
 )
 
 ALGORITHMS = ("sac", "ppo", "a2c")
-CPU_COMPILE_WHY = (
-    "opt-in: +10-50% updates/s measured on the loaded CI CPU, slower unloaded per FACTS.md, and 1-2 min of "
-    "compilation at start (docs/performance.md)"
-)
+# Measured on the 2-core CPU at 64x64 (docs/performance.md): SAC 54 -> 105 updates/s; PPO and A2C, which spend
+# most of a rollout collecting, no gain beyond noise. Compiling costs 30-60 s at start, nothing next to a CPU run.
+CPU_COMPILED_ALGORITHMS = ("sac",)
+CPU_COMPILE_WHY = "measured on a 2-core CPU at 64x64: SAC 2x updates/s; ~40 s to compile at start"
+CPU_EAGER_WHY = "measured on a 2-core CPU: PPO/A2C updates are a small part of a rollout, no gain beyond noise"
 NOT_MEASURED = "not measured on a GPU yet (no GPU lent): opt-in until scripts/bench_speed.py says it wins"
 
 
@@ -171,7 +172,7 @@ def choose_profile(
     elif algorithm == "ppo":
         proposals.append(("model.minibatch_size", profile.ppo_minibatch_size, f"{profile.label} profile"))
     proposals += [
-        ("model.speed.compile", False, NOT_MEASURED if cuda else CPU_COMPILE_WHY),
+        _compile_proposal(cuda, algorithm),
         ("model.speed.cuda_graphs", False, NOT_MEASURED if cuda else "CUDA graphs need a CUDA device"),
         ("model.speed.tf32", cuda and device.supports_tf32, _tf32_why(device)),
         ("trainer.benchmark", cuda, "cuDNN autotuning on CUDA (no effect on MLPs, no cost)" if cuda else "CPU"),
@@ -240,6 +241,15 @@ def _buffer_capacity(
         check_buffer_fits(fits * per_transition, available, minimum, fits)
     # An explicit capacity is checked by the buffer itself (agents/replay.py), in RAM or on disk.
     return setting, int(setting.value) * per_transition
+
+
+def _compile_proposal(cuda: bool, algorithm: str) -> tuple[str, bool, str]:
+    """``model.speed.compile``: on for the CPU where it measured faster, off (not yet measured) on GPUs."""
+    if cuda:
+        return ("model.speed.compile", False, NOT_MEASURED)
+    if algorithm in CPU_COMPILED_ALGORITHMS:
+        return ("model.speed.compile", True, CPU_COMPILE_WHY)
+    return ("model.speed.compile", False, CPU_EAGER_WHY)
 
 
 def _tf32_why(device: DeviceInfo) -> str:

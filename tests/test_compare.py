@@ -84,6 +84,7 @@ def test_compare_runs_end_to_end_on_the_tiny_site_and_keeps_finished_runs(tmp_pa
         "--override", "ppo:model.init_args.rollout.frames_per_batch=168",
         "--override", "sac:model.init_args.rollout.frames_per_batch=168",
         "--override", "model.init_args.hidden_sizes=[16,16]",
+        "--override", "sac:model.init_args.speed.compile=false",  # sac_cpu compiles: tests/agents/test_speed.py
     ]  # fmt: skip
     first = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]

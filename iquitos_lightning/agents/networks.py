@@ -23,11 +23,15 @@ def activation_class(name: str) -> type[nn.Module]:
     return ACTIVATIONS[name]
 
 
-def make_actor(env: EnvBase, hidden_sizes: tuple[int, ...], activation: str = "relu") -> ProbabilisticActor:
-    """A TanhNormal policy bounded by the env's action spec; ``action_log_prob`` is written for PPO/A2C.
+def make_actor(
+    env: EnvBase, hidden_sizes: tuple[int, ...], activation: str = "relu", *, return_log_prob: bool = True
+) -> ProbabilisticActor:
+    """A TanhNormal policy bounded by the env's action spec.
 
-    The bounds come from the unbatched spec, so a batched env (the twin) gives [A] bounds that
-    broadcast over any minibatch.
+    ``return_log_prob`` writes ``action_log_prob`` at collection, which PPO/A2C's ratio and entropy read;
+    SAC's loss samples its own actions and log-probabilities, so SAC turns it off: one log-prob less per
+    collected frame, on the worker's critical path. The bounds come from the unbatched spec, so a batched
+    env (the twin) gives [A] bounds that broadcast over any minibatch.
     """
     action_dim = env.action_spec.shape[-1]
     body = MLP(out_features=2 * action_dim, num_cells=list(hidden_sizes), activation_class=activation_class(activation))
@@ -40,7 +44,7 @@ def make_actor(env: EnvBase, hidden_sizes: tuple[int, ...], activation: str = "r
         spec=spec,
         distribution_class=TanhNormal,
         distribution_kwargs={"low": spec.space.low, "high": spec.space.high},
-        return_log_prob=True,
+        return_log_prob=return_log_prob,
     )
 
 

@@ -105,7 +105,7 @@ class SAC(RLAgent):
         self.updates_per_frame = updates_per_frame
         self.init_random_frames = init_random_frames
 
-        self.actor = make_actor(self.train_env, hidden_sizes, activation)
+        self.actor = make_actor(self.train_env, hidden_sizes, activation, return_log_prob=False)
         q_value = make_q_value(self.train_env, hidden_sizes, activation)
         initialise_lazy(self.train_env, self.actor, q_value)
         self.loss_module = SACLoss(

@@ -2,8 +2,10 @@
 
 Why switches, off by default: on a GPU, small-MLP RL is bound by kernel launches, and compiling
 the update plus replaying it as a CUDA graph is what published numbers credit for large gains
-(FACTS.md); on this project's CPU, compile was slower at Iquitos size. Each switch must earn its
-place by measurement (``scripts/bench_speed.py``), so each is opt-in.
+(FACTS.md). Each switch must earn its place by measurement (``scripts/bench_speed.py``, the
+``bench`` command), so each is opt-in in the agents and turned on by the configs where measured:
+on the 2-core CPU, ``compile`` doubled SAC's updates/s at 64x64, so ``sac_cpu.yaml`` and the CPU
+profile turn it on for SAC (docs/performance.md).
 
 - ``compile``: ``torch.compile`` of the agent's :meth:`loss_terms` (the losses' forward; AOTAutograd
   compiles their backward too). Optimizer steps stay in Lightning, so precision plugins, gradient
@@ -77,8 +79,17 @@ def apply_tf32(enabled: bool) -> None:
 
 
 def compiled(function: Callable[..., Any], enabled: bool) -> Callable[..., Any]:
-    """``torch.compile(function)`` when enabled (compiled on its first call), else ``function`` itself."""
-    return torch.compile(function) if enabled else function
+    """``torch.compile(function)`` when enabled (compiled on its first call), else ``function`` itself.
+
+    Where compiling itself fails (e.g. no C++ compiler for Inductor's CPU code on a laptop), PyTorch is told
+    to warn and run that code eagerly (``suppress_errors``) rather than stop the run: same results, slower.
+    """
+    if not enabled:
+        return function
+    import torch._dynamo
+
+    torch._dynamo.config.suppress_errors = True
+    return torch.compile(function)
 
 
 def graphed(function: Callable[..., Any], enabled: bool, device: torch.device) -> Callable[..., Any]:

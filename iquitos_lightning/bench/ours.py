@@ -36,11 +36,18 @@ def window_rate(marks: list[tuple[float, int, int]], start_frames: int) -> Rate:
 
 
 def build_agent(
-    settings: AlgorithmSettings, site: str, data_root: Path, num_workers: int = 1, overlap: bool = False
+    settings: AlgorithmSettings,
+    site: str,
+    data_root: Path,
+    num_workers: int = 1,
+    overlap: bool = False,
+    compile: bool = False,
 ) -> Any:
     """Our SAC/PPO/A2C with ``settings`` on ``site``, collecting with ``num_workers`` worker processes or one
-    rollout ahead (``overlap``); the budget covers warm-up + one rollout + the timed frames."""
+    rollout ahead (``overlap``), its update step compiled or not; the budget covers warm-up + one rollout + the
+    timed frames (compilation happens in the untimed first learning rollout)."""
     from iquitos_lightning.agents import A2C, PPO, SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
+    from iquitos_lightning.agents.speed import SpeedConfig
 
     rollout = settings.rollout_frames
     budget = settings.warmup_frames + rollout + settings.measured_frames
@@ -53,6 +60,7 @@ def build_agent(
         "hidden_sizes": (settings.hidden, settings.hidden),
         "activation": settings.activation,
         "gamma": settings.gamma,
+        "speed": SpeedConfig(compile=compile),
     }
     if settings.algorithm == "SAC":
         return SAC(
@@ -74,11 +82,16 @@ def build_agent(
 
 
 def train_ours(
-    settings: AlgorithmSettings, site: str, data_root: Path, num_workers: int = 1, overlap: bool = False
+    settings: AlgorithmSettings,
+    site: str,
+    data_root: Path,
+    num_workers: int = 1,
+    overlap: bool = False,
+    compile: bool = False,
 ) -> Rate:
-    """Fit a fresh agent and return its steady-state frames and updates over wall time (worker start-up
-    falls in the untimed warm-up)."""
-    agent = build_agent(settings, site, data_root, num_workers, overlap)
+    """Fit a fresh agent and return its steady-state frames and updates over wall time (worker start-up and
+    compilation fall in the untimed warm-up)."""
+    agent = build_agent(settings, site, data_root, num_workers, overlap, compile)
     marks = _Marks()
     trainer = bare_trainer(accelerator="cpu", callbacks=[marks])
     trainer.fit(agent)

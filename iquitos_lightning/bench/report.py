@@ -59,27 +59,31 @@ def training_section(comparisons: Sequence[TrainingComparison], site: str) -> st
                 f"{row.ours_updates_per_s:.1f}",
                 f"{row.sb3_updates_per_s:.1f}",
                 f"{row.updates_ratio:.2f}x",
-                describe_collection(row.num_workers, row.overlap),
+                describe_architecture(row.num_workers, row.overlap, row.compiled),
                 row.settings.describe(),
             ]
         )
     header = ["algorithm", "ours frames/s", "SB3 frames/s", "frames ratio", "ours updates/s", "SB3 updates/s"]
-    header += ["updates ratio", "our collection", "matched settings"]
+    header += ["updates ratio", "our architecture", "matched settings"]
     note = (
-        "Our collection is our architecture, the difference the comparison measures: *in-process* steps the env "
-        "between updates as SB3 does; *N workers* step N envs in N processes and learn on the gathered rollout "
-        "(SB3 then gets N envs in its `DummyVecEnv`, same rollout frames); *one rollout ahead* collects the next "
-        "rollout in a worker process while the current one trains (`--model.rollout.overlap true`, off-policy only)."
+        "Our architecture is the difference the comparison measures, as the `*_cpu` configs run it: *in-process* "
+        "steps the env between updates as SB3 does; *N workers* step N envs in N processes and learn on the "
+        "gathered rollout (SB3 then gets N envs in its `DummyVecEnv`, same rollout frames); *one rollout ahead* "
+        "collects the next rollout in a worker process while the current one trains (`--model.rollout.overlap "
+        "true`, off-policy only); *compiled update*: the losses' forward and backward run `torch.compile`d "
+        "(`--model.speed.compile true`; its compilation falls in the untimed warm-up)."
     )
     title = f"### Training throughput inside `fit` vs Stable-Baselines3 ({site})\n\n"
     return title + _table(header, rows) + "\n\n" + note
 
 
-def describe_collection(num_workers: int, overlap: bool) -> str:
-    """``in-process``, ``2 workers`` or ``1 worker, one rollout ahead``: how our side collected."""
+def describe_architecture(num_workers: int, overlap: bool, compiled: bool = False) -> str:
+    """``in-process``, ``2 workers`` or ``1 worker, one rollout ahead``, plus ``compiled update``: how our side ran."""
     if overlap:
-        return f"{num_workers} worker{'s' if num_workers > 1 else ''}, one rollout ahead"
-    return "in-process" if num_workers == 1 else f"{num_workers} workers"
+        collection = f"{num_workers} worker{'s' if num_workers > 1 else ''}, one rollout ahead"
+    else:
+        collection = "in-process" if num_workers == 1 else f"{num_workers} workers"
+    return f"{collection}, compiled update" if compiled else collection
 
 
 def memory_section(points: Sequence[MemoryPoint], site: str) -> str:

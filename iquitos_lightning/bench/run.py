@@ -36,6 +36,7 @@ class BenchConfig:
     frame_scale: float = 1.0  # multiplies every algorithm's measured frames
     num_workers: int | None = None  # our collection workers in the training comparison (None: our_collection)
     overlap: bool | None = None  # SAC collects one rollout ahead (None: our_collection)
+    compile: bool | None = None  # our update step torch.compile'd (None: our_compile, as the CPU configs do)
     memory_site: str = SITE_TINY
     capacities: tuple[int, ...] = (10_000, 100_000, 1_000_000)
     storages: tuple[str, ...] = ("memory", "memmap")
@@ -79,6 +80,18 @@ def our_collection(algorithm: str, config: BenchConfig) -> tuple[int, bool]:
     overlap = algorithm == "SAC" and (config.overlap is None or config.overlap)
     default_workers = 1 if overlap else cores
     return (default_workers if config.num_workers is None else config.num_workers), overlap
+
+
+# The algorithms whose CPU config compiles the update step: SAC, whose learner must keep up with the worker
+# that collects one rollout ahead (scripts/bench_speed.py, 64x64 at the 38-socket site's shapes: 54 -> 105
+# updates/s). PPO and A2C spend most of a rollout collecting; compiling their few updates per rollout made no
+# difference beyond the machine's noise, so they stay eager (docs/performance.md).
+COMPILED_ON_CPU = ("SAC",)
+
+
+def our_compile(algorithm: str, config: BenchConfig) -> bool:
+    """Whether our update step is compiled: as the algorithm's CPU config does, unless the config says."""
+    return algorithm in COMPILED_ON_CPU if config.compile is None else config.compile
 
 
 def _scaled_settings(config: BenchConfig) -> list[AlgorithmSettings]:
@@ -139,6 +152,7 @@ def run_bench(config: BenchConfig, command: str = "python -m iquitos_lightning b
                     rounds=config.training_rounds,
                     num_workers=workers,
                     overlap=overlap,
+                    compile=our_compile(settings.algorithm, config),
                 )
                 comparisons.append(comparison)
             sections.append(report.training_section(comparisons, Path(config.training_site).stem))
@@ -190,6 +204,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="SAC collects one rollout ahead in a worker process (default on; off: workers or in-process)",
     )
+    parser.add_argument(
+        "--compile",
+        choices=("on", "off"),
+        default=None,
+        help="torch.compile our update step (default: as the CPU configs, SAC on, PPO and A2C off)",
+    )
     parser.add_argument("--rounds", type=int, default=None, help="training rounds (ours/SB3 pairs)")
     parser.add_argument("--frame-scale", type=float, default=None, help="multiply the measured frames")
     parser.add_argument("--threads", type=int, default=None, help="torch threads for both sides (default 1)")
@@ -200,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         "sections": tuple(args.sections) if args.sections else None,
         "num_workers": args.num_workers,
         "overlap": None if args.overlap is None else args.overlap == "on",
+        "compile": None if args.compile is None else args.compile == "on",
         "training_rounds": args.rounds,
         "frame_scale": args.frame_scale,
         "threads": args.threads,

@@ -21,6 +21,7 @@ class TrainingComparison:
     settings: AlgorithmSettings
     num_workers: int
     overlap: bool  # ours collected one rollout ahead in a worker process
+    compiled: bool  # our update step ran torch.compile'd
     ours_frames_per_s: float
     ours_updates_per_s: float
     sb3_frames_per_s: float
@@ -37,14 +38,16 @@ def compare_training(
     rounds: int = 2,
     num_workers: int = 1,
     overlap: bool = False,
+    compile: bool = False,
 ) -> TrainingComparison:
-    """Ours (``num_workers`` collection workers, ``overlap``) against SB3 with as many envs in its ``DummyVecEnv``."""
+    """Ours (``num_workers`` collection workers, ``overlap``, compiled update or not) against SB3 with as many envs
+    in its ``DummyVecEnv``."""
     from iquitos_lightning.bench.sb3 import make_sb3_env
 
     sb3_env = make_sb3_env(site, data_root, num_workers)
     results = interleave(
         {
-            "ours": lambda: train_ours(settings, site, data_root, num_workers, overlap),
+            "ours": lambda: train_ours(settings, site, data_root, num_workers, overlap, compile),
             "sb3": lambda: train_sb3(settings, site, data_root, sb3_env),
         },
         rounds,
@@ -54,6 +57,7 @@ def compare_training(
         settings=settings,
         num_workers=num_workers,
         overlap=overlap,
+        compiled=compile,
         ours_frames_per_s=median_rate(ours, "frames"),
         ours_updates_per_s=median_rate(ours, "updates"),
         sb3_frames_per_s=median_rate(sb3, "frames"),

@@ -63,6 +63,39 @@ def citylearn_transition(citylearn: CityLearnEnv) -> Callable[[list[list[float]]
     return partial(step_once, collect_observations=False, collect_info=False)
 
 
+# CityLearn 3.0.2's per-step action-feedback records (requested vs limited action and power, clip reasons,
+# per charger and for the BESS): diagnostics for its info dict and entity interface, never read by the physics.
+ACTION_FEEDBACK_RECORDERS = (
+    "_record_charger_action_feedback",
+    "_record_charger_post_apply_feedback",
+    "_record_storage_action_feedback",
+    "_record_storage_post_apply_feedback",
+)
+
+
+def _skip_record(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def skip_action_feedback(citylearn: CityLearnEnv) -> int:
+    """Turn off CityLearn's action-feedback bookkeeping on this instance; returns how many recorders were turned off.
+
+    Why: at 38-128 sockets, recording what each charger was asked and allowed to do is about half of
+    ``Building.apply_actions`` and a third of the whole CityLearn step (profile in docs/performance.md),
+    and it only feeds the info dict that :func:`citylearn_transition` already skips. The physics are
+    untouched: tests/envs/test_twin.py replays CityLearn bit for bit against the twin. A CityLearn without
+    these recorders is left as it is.
+    """
+    skipped = 0
+    for building in citylearn.buildings:
+        ops = getattr(building, "_ops_service", None)
+        for name in ACTION_FEEDBACK_RECORDERS:
+            if ops is not None and callable(getattr(ops, name, None)):
+                setattr(ops, name, _skip_record)
+                skipped += 1
+    return skipped
+
+
 class NullReward(RewardFunction):
     """A CityLearn reward that asks for no observations (cheap): the wrapper computes the real one."""
 
@@ -94,6 +127,7 @@ class IquitosEnv(gym.Env):
         self.vehicles = [vehicles[ev_name(s)] for s in range(self.sockets)]
         self.hours = series.hours
         self._transition = citylearn_transition(self.citylearn)
+        skip_action_feedback(self.citylearn)
         self._precompute()
         self.action_space = gym.spaces.Box(-1.0, 1.0, (1 + self.sockets,), np.float32)
         size = len(self.observation_names)
