@@ -1,8 +1,9 @@
 """Environment steps/s of the Iquitos site: CityLearn alone, our Gymnasium env, and the TorchRL env agents train on.
 
 Why three layers: the wrapper overhead is what our code adds on top of the simulator. "raw" is
-``CityLearnEnv.step`` of the same schema, given the very actions our env would pass it (sockets
-without an EV masked to 0); "gym" is :class:`~iquitos_lightning.envs.citylearn.IquitosEnv` (physics
+``CityLearnEnv.step`` of the same schema as CityLearn ships it (its action-feedback records on), given
+the very actions our env would pass it (sockets without an EV masked to 0); "gym" is
+:class:`~iquitos_lightning.envs.citylearn.IquitosEnv` (physics
 reads, reward terms, observation); "torchrl" is the env of :func:`~iquitos_lightning.agents.env_factory.make_env`
 (``GymWrapper`` + ``StepCounter`` + ``RewardSum``; ``DoubleToFloat`` only for float64 envs) stepped as the
 collector steps it.
@@ -21,7 +22,8 @@ from iquitos_lightning.bench.timing import interleave, median_rate, median_ratio
 
 LAYERS = ("raw", "gym", "torchrl")
 # The stack before this bench's fast paths, measured alongside for the before/after: IquitosEnv calling
-# CityLearn's public ``step``, and that env under GymWrapper + DoubleToFloat + StepCounter + RewardSum.
+# CityLearn's public ``step`` with its action-feedback records on, and that env under GymWrapper +
+# DoubleToFloat + StepCounter + RewardSum.
 BEFORE_LAYERS = ("gym_before", "torchrl_before")
 
 
@@ -34,10 +36,11 @@ class EnvSpeed:
 
 
 def _raw_runner(site: str, data_root: Path, steps: int, seed: int):
-    from iquitos_lightning.envs.citylearn import make_iquitos_env
+    from iquitos_lightning.envs.citylearn import make_iquitos_env, record_action_feedback
 
     env = make_iquitos_env(site, data_root=data_root)
     citylearn = env.citylearn
+    record_action_feedback(citylearn)  # CityLearn as shipped
     rng = np.random.default_rng(seed)
     state = {"t": 0}
     citylearn.reset()
@@ -58,11 +61,12 @@ def _raw_runner(site: str, data_root: Path, steps: int, seed: int):
 
 
 def _gym_runner(site: str, data_root: Path, steps: int, seed: int, before: bool = False):
-    from iquitos_lightning.envs.citylearn import make_iquitos_env
+    from iquitos_lightning.envs.citylearn import make_iquitos_env, record_action_feedback
 
     env = make_iquitos_env(site, data_root=data_root)
     if before:
         env._transition = env.citylearn.step
+        record_action_feedback(env.citylearn)
     rng = np.random.default_rng(seed)
     env.reset(seed=seed)
 
@@ -99,10 +103,11 @@ def _torchrl_before_runner(site: str, data_root: Path, steps: int, seed: int):
     from torchrl.envs import DoubleToFloat, GymWrapper, RewardSum, StepCounter, TransformedEnv
 
     from iquitos_lightning.agents.env_factory import EpisodeSeeding
-    from iquitos_lightning.envs.citylearn import make_iquitos_env
+    from iquitos_lightning.envs.citylearn import make_iquitos_env, record_action_feedback
 
     gym_env = make_iquitos_env(site, data_root=data_root)
     gym_env._transition = gym_env.citylearn.step
+    record_action_feedback(gym_env.citylearn)
     env = TransformedEnv(GymWrapper(EpisodeSeeding(gym_env, seed), device="cpu"), DoubleToFloat())
     env.append_transform(StepCounter())
     env.append_transform(RewardSum())

@@ -40,9 +40,10 @@ def env_section(speeds: Sequence[EnvSpeed], twin: TwinSpeed | None) -> str:
     header += ["before: IquitosEnv overhead", "before: TorchRL chain overhead"]
     note = (
         "Overhead = raw rate / wrapped rate - 1 (median of per-round ratios); negative: the wrapped env is "
-        "faster than `CityLearnEnv.step` (it skips assembling CityLearn's observations). The TorchRL env is "
-        "what agents step. *Before* = the stack before the fast paths (IquitosEnv on CityLearn's public "
-        "`step`; GymWrapper + DoubleToFloat + StepCounter + RewardSum), measured in the same rounds."
+        "faster than `CityLearnEnv.step` as CityLearn ships it (it skips assembling CityLearn's observations "
+        "and its action-feedback records, which nothing reads). The TorchRL env is what agents step. *Before* = "
+        "the stack before the fast paths (IquitosEnv on CityLearn's public `step` with its records on; "
+        "GymWrapper + DoubleToFloat + StepCounter + RewardSum), measured in the same rounds."
     )
     return "### Environment steps/s\n\n" + _table(header, rows) + "\n\n" + note
 

@@ -96,6 +96,15 @@ def skip_action_feedback(citylearn: CityLearnEnv) -> int:
     return skipped
 
 
+def record_action_feedback(citylearn: CityLearnEnv) -> None:
+    """Undo :func:`skip_action_feedback`: CityLearn's own recorders show through (the bench's raw layer, tests)."""
+    for building in citylearn.buildings:
+        ops = getattr(building, "_ops_service", None)
+        for name in ACTION_FEEDBACK_RECORDERS:
+            if ops is not None and name in vars(ops):
+                delattr(ops, name)
+
+
 class NullReward(RewardFunction):
     """A CityLearn reward that asks for no observations (cheap): the wrapper computes the real one."""
 

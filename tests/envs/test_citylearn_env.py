@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from iquitos_lightning.control.kpis import energy_balance_residual_kw
-from iquitos_lightning.envs.citylearn import ACTION_FEEDBACK_RECORDERS, IquitosEnv, make_iquitos_env
+from iquitos_lightning.envs.citylearn import IquitosEnv, make_iquitos_env, record_action_feedback
 from iquitos_lightning.envs.reward import RewardWeights
 from iquitos_lightning.envs.state import DEPARTURE_COLUMNS, FLOW_COLUMNS
 
@@ -134,9 +134,7 @@ def test_skipping_citylearn_action_feedback_changes_no_observation_reward_or_flo
     # them back (the instance attributes removed, CityLearn's own methods show through) and must step identically.
     skipping = make_iquitos_env(TINY, data_root=data_root)
     recording = make_iquitos_env(TINY, data_root=data_root)
-    ops = recording.building._ops_service
-    for name in ACTION_FEEDBACK_RECORDERS:
-        delattr(ops, name)
+    record_action_feedback(recording.citylearn)
     rng = np.random.default_rng(3)
     actions = rng.uniform(-1.0, 1.0, (skipping.hours, skipping.action_space.shape[0])).astype(np.float32)
     first_skipping, _ = skipping.reset(seed=0)
