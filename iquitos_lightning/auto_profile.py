@@ -82,7 +82,7 @@ def apply_profile(
         device,
         algorithm,
         overrides,
-        workload_of(config["model.init_args"]),
+        workload_of(config["model.init_args"], algorithm),
         profile_class=None if mode == "auto" else mode,
         checkpoint_keys=frozenset(checkpoint_keys),
     )
@@ -92,9 +92,9 @@ def apply_profile(
     return choice
 
 
-def workload_of(model_args: Namespace) -> Workload:
+def workload_of(model_args: Namespace, algorithm: str) -> Workload:
     """Sizes of the configured env: built once here (the agent builds its own), with the policy's outputs that the
-    collector stores next to each transition."""
+    collector stores next to each transition (SAC's actor writes no log-probability: networks.make_actor)."""
     from iquitos_lightning.agents.base import RolloutConfig, as_config
     from iquitos_lightning.agents.env_factory import EnvConfig, make_env
     from iquitos_lightning.agents.networks import make_actor
@@ -104,7 +104,7 @@ def workload_of(model_args: Namespace) -> Workload:
     try:
         example = env.fake_tensordict()
         with torch.no_grad():
-            make_actor(env, (8,))(example)
+            make_actor(env, (8,), return_log_prob=algorithm != "sac")(example)
         rollout = as_config(RolloutConfig, _plain(model_args.get("rollout")))
         return Workload(
             observation_dim=int(example["observation"].shape[-1]),

@@ -43,7 +43,7 @@ def test_parameter_count_matches_the_ppo_networks():
 
 
 def test_the_profiles_workload_uses_the_replay_buffers_own_bytes_per_transition():
-    workload = workload_of(Namespace(env=Namespace(name="Pendulum-v1", max_episode_steps=20), rollout=None))
+    workload = workload_of(Namespace(env=Namespace(name="Pendulum-v1", max_episode_steps=20), rollout=None), "sac")
     agent = SAC(env=PENDULUM, hidden_sizes=(8,))
     example = agent.train_env.fake_tensordict()
     agent.actor(example)  # the collector stores the policy's outputs too
@@ -66,6 +66,7 @@ def test_refusal_names_the_numbers_and_what_to_lower():
 def test_the_agents_own_check_estimates_what_the_profile_does(agent_class, settings, rows):
     """On CUDA every fit checks this estimate against the free memory before its first rollout."""
     agent = agent_class(env=PENDULUM, hidden_sizes=(48, 32), **settings)
-    workload = workload_of(Namespace(env=Namespace(name="Pendulum-v1", max_episode_steps=20), rollout=None))
-    shapes = network_shapes(agent_class.__name__.lower(), workload, (48, 32))
+    algorithm = agent_class.__name__.lower()
+    workload = workload_of(Namespace(env=Namespace(name="Pendulum-v1", max_episode_steps=20), rollout=None), algorithm)
+    shapes = network_shapes(algorithm, workload, (48, 32))
     assert agent.device_memory_estimate() == device_estimate(shapes, *rows, workload.transition_bytes)
