@@ -15,7 +15,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 
-from iquitos_lightning.bench.settings import AlgorithmSettings
+from iquitos_lightning.bench.settings import IN_PROCESS, AlgorithmSettings, OurArchitecture
 from iquitos_lightning.bench.timing import Rate
 from iquitos_lightning.bench.trainer import bare_trainer
 
@@ -36,16 +36,10 @@ def window_rate(marks: list[tuple[float, int, int]], start_frames: int) -> Rate:
 
 
 def build_agent(
-    settings: AlgorithmSettings,
-    site: str,
-    data_root: Path,
-    num_workers: int = 1,
-    overlap: bool = False,
-    compile: bool = False,
+    settings: AlgorithmSettings, site: str, data_root: Path, architecture: OurArchitecture = IN_PROCESS
 ) -> Any:
-    """Our SAC/PPO/A2C with ``settings`` on ``site``, collecting with ``num_workers`` worker processes or one
-    rollout ahead (``overlap``), its update step compiled or not; the budget covers warm-up + one rollout + the
-    timed frames (compilation happens in the untimed first learning rollout)."""
+    """Our SAC/PPO/A2C with ``settings`` on ``site``, run as ``architecture`` says; the budget covers warm-up + one
+    rollout + the timed frames (compilation happens in the untimed first learning rollout)."""
     from iquitos_lightning.agents import A2C, PPO, SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
     from iquitos_lightning.agents.speed import SpeedConfig
 
@@ -53,14 +47,18 @@ def build_agent(
     budget = settings.warmup_frames + rollout + settings.measured_frames
     budget = -(-budget // rollout) * rollout
     common: dict[str, Any] = {
-        "env": EnvConfig(site=site, data_root=str(data_root), num_workers=num_workers),
+        "env": EnvConfig(site=site, data_root=str(data_root), num_workers=architecture.num_workers),
         "rollout": RolloutConfig(
-            frame_budget=budget, frames_per_batch=rollout, eval_every_frames=budget, eval_episodes=0, overlap=overlap
+            frame_budget=budget,
+            frames_per_batch=rollout,
+            eval_every_frames=budget,
+            eval_episodes=0,
+            overlap=architecture.overlap,
         ),
         "hidden_sizes": (settings.hidden, settings.hidden),
         "activation": settings.activation,
         "gamma": settings.gamma,
-        "speed": SpeedConfig(compile=compile),
+        "speed": SpeedConfig(compile=architecture.compiled),
     }
     if settings.algorithm == "SAC":
         return SAC(
@@ -82,16 +80,11 @@ def build_agent(
 
 
 def train_ours(
-    settings: AlgorithmSettings,
-    site: str,
-    data_root: Path,
-    num_workers: int = 1,
-    overlap: bool = False,
-    compile: bool = False,
+    settings: AlgorithmSettings, site: str, data_root: Path, architecture: OurArchitecture = IN_PROCESS
 ) -> Rate:
     """Fit a fresh agent and return its steady-state frames and updates over wall time (worker start-up and
     compilation fall in the untimed warm-up)."""
-    agent = build_agent(settings, site, data_root, num_workers, overlap, compile)
+    agent = build_agent(settings, site, data_root, architecture)
     marks = _Marks()
     trainer = bare_trainer(accelerator="cpu", callbacks=[marks])
     trainer.fit(agent)

@@ -60,7 +60,7 @@ def training_section(comparisons: Sequence[TrainingComparison], site: str) -> st
                 f"{row.ours_updates_per_s:.1f}",
                 f"{row.sb3_updates_per_s:.1f}",
                 f"{row.updates_ratio:.2f}x",
-                describe_architecture(row.num_workers, row.overlap, row.compiled),
+                row.architecture.describe(),
                 row.settings.describe(),
             ]
         )
@@ -76,15 +76,6 @@ def training_section(comparisons: Sequence[TrainingComparison], site: str) -> st
     )
     title = f"### Training throughput inside `fit` vs Stable-Baselines3 ({site})\n\n"
     return title + _table(header, rows) + "\n\n" + note
-
-
-def describe_architecture(num_workers: int, overlap: bool, compiled: bool = False) -> str:
-    """``in-process``, ``2 workers`` or ``1 worker, one rollout ahead``, plus ``compiled update``: how our side ran."""
-    if overlap:
-        collection = f"{num_workers} worker{'s' if num_workers > 1 else ''}, one rollout ahead"
-    else:
-        collection = "in-process" if num_workers == 1 else f"{num_workers} workers"
-    return f"{collection}, compiled update" if compiled else collection
 
 
 def memory_section(points: Sequence[MemoryPoint], site: str) -> str:

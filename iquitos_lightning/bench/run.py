@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from iquitos_lightning.bench.settings import DEFAULT_SETTINGS, AlgorithmSettings
+from iquitos_lightning.bench.settings import DEFAULT_SETTINGS, AlgorithmSettings, OurArchitecture
 
 SITE_128 = "configs/site/iquitos-2026.yaml"
 SITE_38 = "configs/site/iquitos-38.yaml"
@@ -34,9 +34,9 @@ class BenchConfig:
     algorithms: tuple[str, ...] = ("SAC", "PPO", "A2C")
     training_rounds: int = 2
     frame_scale: float = 1.0  # multiplies every algorithm's measured frames
-    num_workers: int | None = None  # our collection workers in the training comparison (None: our_collection)
-    overlap: bool | None = None  # SAC collects one rollout ahead (None: our_collection)
-    compile: bool | None = None  # our update step torch.compile'd (None: our_compile, as the CPU configs do)
+    num_workers: int | None = None  # our collection workers in the training comparison (None: our_architecture)
+    overlap: bool | None = None  # SAC collects one rollout ahead (None: our_architecture)
+    compile: bool | None = None  # our update step torch.compile'd (None: our_architecture)
     memory_site: str = SITE_TINY
     capacities: tuple[int, ...] = (10_000, 100_000, 1_000_000)
     storages: tuple[str, ...] = ("memory", "memmap")
@@ -70,18 +70,6 @@ class BenchConfig:
         )
 
 
-def our_collection(algorithm: str, config: BenchConfig) -> tuple[int, bool]:
-    """How our side collects (workers, overlap): what a user on this machine would run, unless the config says.
-
-    SAC collects one rollout ahead in one worker process (its updates take the training process's core);
-    PPO and A2C are on-policy, so they collect in parallel, one worker per core, and wait.
-    """
-    cores = os.cpu_count() or 1
-    overlap = algorithm == "SAC" and (config.overlap is None or config.overlap)
-    default_workers = 1 if overlap else cores
-    return (default_workers if config.num_workers is None else config.num_workers), overlap
-
-
 # The algorithms whose CPU config compiles the update step: SAC, whose learner must keep up with the worker
 # that collects one rollout ahead (scripts/bench_speed.py, 64x64 at the 38-socket site's shapes: 54 -> 105
 # updates/s). PPO and A2C spend most of a rollout collecting; compiling their few updates per rollout made no
@@ -89,9 +77,17 @@ def our_collection(algorithm: str, config: BenchConfig) -> tuple[int, bool]:
 COMPILED_ON_CPU = ("SAC",)
 
 
-def our_compile(algorithm: str, config: BenchConfig) -> bool:
-    """Whether our update step is compiled: as the algorithm's CPU config does, unless the config says."""
-    return algorithm in COMPILED_ON_CPU if config.compile is None else config.compile
+def our_architecture(algorithm: str, config: BenchConfig) -> OurArchitecture:
+    """How our side runs: what a user on this machine gets from the ``*_cpu`` config, unless the bench config says.
+
+    SAC collects one rollout ahead in one worker process (its updates take the training process's core) and
+    compiles its update; PPO and A2C are on-policy, so they collect in parallel, one worker per core, and wait.
+    """
+    cores = os.cpu_count() or 1
+    overlap = algorithm == "SAC" and (config.overlap is None or config.overlap)
+    workers = (1 if overlap else cores) if config.num_workers is None else config.num_workers
+    compiled = algorithm in COMPILED_ON_CPU if config.compile is None else config.compile
+    return OurArchitecture(num_workers=workers, overlap=overlap, compiled=compiled)
 
 
 def _scaled_settings(config: BenchConfig) -> list[AlgorithmSettings]:
@@ -144,15 +140,12 @@ def run_bench(config: BenchConfig, command: str = "python -m iquitos_lightning b
         if sb3_available():
             comparisons = []
             for settings in _scaled_settings(config):
-                workers, overlap = our_collection(settings.algorithm, config)
                 comparison = compare_training(
                     settings,
                     config.training_site,
                     data_root=data_root,
                     rounds=config.training_rounds,
-                    num_workers=workers,
-                    overlap=overlap,
-                    compile=our_compile(settings.algorithm, config),
+                    architecture=our_architecture(settings.algorithm, config),
                 )
                 comparisons.append(comparison)
             sections.append(report.training_section(comparisons, Path(config.training_site).stem))

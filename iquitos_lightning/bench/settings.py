@@ -47,6 +47,27 @@ class AlgorithmSettings:
         return ", ".join(parts)
 
 
+@dataclass(frozen=True)
+class OurArchitecture:
+    """How our side runs, the one difference the comparison allows: where it collects and whether it compiles."""
+
+    num_workers: int = 1  # collection worker processes (1 and no overlap: in the training process)
+    overlap: bool = False  # one worker collects the next rollout while this one trains (off-policy only)
+    compiled: bool = False  # the update step runs torch.compile'd
+
+    def describe(self) -> str:
+        """``in-process``, ``2 workers`` or ``1 worker, one rollout ahead``, plus ``compiled update``, as one cell."""
+        plural = "s" if self.num_workers > 1 else ""
+        if self.overlap:
+            collection = f"{self.num_workers} worker{plural}, one rollout ahead"
+        else:
+            collection = "in-process" if self.num_workers == 1 else f"{self.num_workers} workers"
+        return f"{collection}, compiled update" if self.compiled else collection
+
+
+IN_PROCESS = OurArchitecture()  # collection in the training process, eager update: SB3's own shape
+
+
 # Sized so the whole bench stays under 10 minutes on the 2-core machine (docs/performance.md) while each
 # timed window spans several rollouts (6 SAC, 4 PPO, 20 A2C): shorter windows moved the ratios by 0.2.
 DEFAULT_SETTINGS = {

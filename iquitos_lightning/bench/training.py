@@ -12,16 +12,14 @@ from pathlib import Path
 
 from iquitos_lightning.bench.ours import train_ours
 from iquitos_lightning.bench.sb3 import train_sb3
-from iquitos_lightning.bench.settings import AlgorithmSettings
+from iquitos_lightning.bench.settings import IN_PROCESS, AlgorithmSettings, OurArchitecture
 from iquitos_lightning.bench.timing import interleave, median_rate, median_ratio
 
 
 @dataclass
 class TrainingComparison:
     settings: AlgorithmSettings
-    num_workers: int
-    overlap: bool  # ours collected one rollout ahead in a worker process
-    compiled: bool  # our update step ran torch.compile'd
+    architecture: OurArchitecture  # how ours collected and whether it compiled
     ours_frames_per_s: float
     ours_updates_per_s: float
     sb3_frames_per_s: float
@@ -36,18 +34,15 @@ def compare_training(
     *,
     data_root: Path = Path("data"),
     rounds: int = 2,
-    num_workers: int = 1,
-    overlap: bool = False,
-    compile: bool = False,
+    architecture: OurArchitecture = IN_PROCESS,
 ) -> TrainingComparison:
-    """Ours (``num_workers`` collection workers, ``overlap``, compiled update or not) against SB3 with as many envs
-    in its ``DummyVecEnv``."""
+    """Ours, run as ``architecture`` says, against SB3 with as many envs in its ``DummyVecEnv`` as we have workers."""
     from iquitos_lightning.bench.sb3 import make_sb3_env
 
-    sb3_env = make_sb3_env(site, data_root, num_workers)
+    sb3_env = make_sb3_env(site, data_root, architecture.num_workers)
     results = interleave(
         {
-            "ours": lambda: train_ours(settings, site, data_root, num_workers, overlap, compile),
+            "ours": lambda: train_ours(settings, site, data_root, architecture),
             "sb3": lambda: train_sb3(settings, site, data_root, sb3_env),
         },
         rounds,
@@ -55,9 +50,7 @@ def compare_training(
     ours, sb3 = results["ours"], results["sb3"]
     return TrainingComparison(
         settings=settings,
-        num_workers=num_workers,
-        overlap=overlap,
-        compiled=compile,
+        architecture=architecture,
         ours_frames_per_s=median_rate(ours, "frames"),
         ours_updates_per_s=median_rate(ours, "updates"),
         sb3_frames_per_s=median_rate(sb3, "frames"),
