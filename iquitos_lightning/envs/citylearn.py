@@ -77,23 +77,21 @@ def _skip_record(*args: Any, **kwargs: Any) -> None:
     return None
 
 
-def skip_action_feedback(citylearn: CityLearnEnv) -> int:
-    """Turn off CityLearn's action-feedback bookkeeping on this instance; returns how many recorders were turned off.
+def skip_action_feedback(citylearn: CityLearnEnv) -> None:
+    """Turn off CityLearn's action-feedback bookkeeping on this instance.
 
     Why: at 38-128 sockets, recording what each charger was asked and allowed to do is about half of
     ``Building.apply_actions`` and a third of the whole CityLearn step (profile in docs/performance.md),
     and it only feeds the info dict that :func:`citylearn_transition` already skips. The physics are
-    untouched: tests/envs/test_twin.py replays CityLearn bit for bit against the twin. A CityLearn without
-    these recorders is left as it is.
+    untouched: tests/envs/test_citylearn_env.py steps a full episode with and without the records, and
+    tests/envs/test_twin.py replays CityLearn bit for bit against the twin. A CityLearn without these
+    recorders is left as it is.
     """
-    skipped = 0
     for building in citylearn.buildings:
         ops = getattr(building, "_ops_service", None)
         for name in ACTION_FEEDBACK_RECORDERS:
             if ops is not None and callable(getattr(ops, name, None)):
                 setattr(ops, name, _skip_record)
-                skipped += 1
-    return skipped
 
 
 def record_action_feedback(citylearn: CityLearnEnv) -> None:
