@@ -1,7 +1,8 @@
 """Which TorchRL collector gathers an agent's rollouts: in the training process, or in worker processes.
 
-Why worker processes: on the Iquitos site the simulator step is most of a frame (5 ms of a 7 ms
-frame at 38 sockets on one core), so collection only gets faster when the env steps elsewhere:
+Why worker processes: on the Iquitos site the simulator step is most of a frame (at 38 sockets on
+one core, even after skipping CityLearn's action-feedback records: docs/performance.md), so
+collection only gets faster when the env steps elsewhere:
 
 - ``num_workers`` > 1: TorchRL's ``MultiSyncCollector``; each worker process holds one env and a copy
   of the policy and collects its share of every rollout, one message per rollout. The training
