@@ -1,9 +1,11 @@
 """Build the environment an agent trains on, from config: the Iquitos site or any Gymnasium id.
 
 Why a factory of our own: agents need the same TorchRL env shape whatever the task (float32
-observations and reward, with ``DoubleToFloat`` only where the env has float64; a ``step_count``; a
-running ``episode_reward`` for returns) and every reset seeded from an episode counter
-(:class:`EpisodeSeeding`). Seeding each episode by its index is what makes resume exact: a
+observations and reward; a ``step_count``; a running ``episode_reward`` for returns) and every reset
+seeded from an episode counter (:class:`EpisodeSeeding`). Envs with flat ``Box`` spaces (the Iquitos
+site, Pendulum) get all of it from one layer, :class:`~iquitos_lightning.agents.gym_env.FlatGymEnv`;
+any other Gymnasium env gets TorchRL's ``GymWrapper`` + ``StepCounter`` + ``RewardSum`` (with
+``DoubleToFloat`` only where it has float64). Seeding each episode by its index is what makes resume exact: a
 checkpoint stores one integer and the resumed run replays the same initial states, for Pendulum as
 for CityLearn, without pickling any simulator.
 The Iquitos env is imported lazily so Gymnasium-only runs never import CityLearn. Every Gymnasium
@@ -40,6 +42,7 @@ import gymnasium as gym
 import torch
 from torchrl.envs import DoubleToFloat, EnvBase, GymWrapper, RewardSum, StepCounter, TransformedEnv
 
+from iquitos_lightning.agents.gym_env import FlatGymEnv, is_flat_box_env
 from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.errors import ConfigError
 
@@ -158,6 +161,13 @@ def _make_worker_env(config: EnvConfig, base_seed: int) -> EnvBase:
 
 def _make_single_env(config: EnvConfig, base_seed: int) -> EnvBase:
     seeding = EpisodeSeeding(FiniteValues(_make_gym_env(config), config.name), base_seed)
+    if is_flat_box_env(seeding):
+        return FlatGymEnv(seeding)  # the Iquitos site, Pendulum...: one layer instead of four (agents/gym_env.py)
+    return general_torchrl_env(seeding)
+
+
+def general_torchrl_env(seeding: EpisodeSeeding) -> EnvBase:
+    """TorchRL's general stack over any Gymnasium env, writing the keys :class:`FlatGymEnv` writes."""
     env = TransformedEnv(GymWrapper(seeding, device="cpu"))
     if _has_float64(env):  # the Iquitos env is float32 already: a no-op transform still costs a pass per step
         env.append_transform(DoubleToFloat())
@@ -177,9 +187,12 @@ def episode_seeding(env: EnvBase) -> EpisodeCounter:
     it is deterministic, so its reset counter is all there is to restore)."""
     from iquitos_lightning.envs.twin import IquitosTwin
 
-    if isinstance(env.base_env, IquitosTwin):
+    if isinstance(env, FlatGymEnv):
+        seeding = env.gym_env
+    elif isinstance(env.base_env, IquitosTwin):
         return env.base_env
-    seeding = env.base_env._env
+    else:
+        seeding = env.base_env._env
     if not isinstance(seeding, EpisodeSeeding):
         raise TypeError("env was not built by make_env(): no EpisodeSeeding wrapper inside")
     return seeding

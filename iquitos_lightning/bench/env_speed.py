@@ -5,8 +5,9 @@ Why three layers: the wrapper overhead is what our code adds on top of the simul
 the very actions our env would pass it (sockets without an EV masked to 0); "gym" is
 :class:`~iquitos_lightning.envs.citylearn.IquitosEnv` (physics
 reads, reward terms, observation); "torchrl" is the env of :func:`~iquitos_lightning.agents.env_factory.make_env`
-(``GymWrapper`` + ``StepCounter`` + ``RewardSum``; ``DoubleToFloat`` only for float64 envs) stepped as the
-collector steps it.
+(:class:`~iquitos_lightning.agents.gym_env.FlatGymEnv` over it) stepped as the collector steps it. Besides each
+layer's overhead over raw CityLearn, the TorchRL layer's own cost over IquitosEnv is reported: the part of a
+frame that is ours alone, since Stable-Baselines3 steps IquitosEnv too.
 Each layer has its own simulator instance; the three run interleaved, ``steps`` steps per round.
 """
 
@@ -25,6 +26,7 @@ LAYERS = ("raw", "gym", "torchrl")
 # CityLearn's public ``step`` with its action-feedback records on, and that env under GymWrapper +
 # DoubleToFloat + StepCounter + RewardSum.
 BEFORE_LAYERS = ("gym_before", "torchrl_before")
+TORCHRL_LAYER = "torchrl_over_gym"  # what the TorchRL env adds to IquitosEnv alone (gym rate / torchrl rate - 1)
 
 
 @dataclass
@@ -32,7 +34,8 @@ class EnvSpeed:
     site: str
     sockets: int
     steps_per_s: dict[str, float]  # by layer (LAYERS, and BEFORE_LAYERS when measured)
-    overhead: dict[str, float]  # (raw rate / layer rate) - 1, median over rounds, for every layer but "raw"
+    overhead: dict[str, float]  # (raw rate / layer rate) - 1, median over rounds, for every layer but "raw";
+    # and TORCHRL_LAYER: (IquitosEnv rate / TorchRL env rate) - 1
 
 
 def _raw_runner(site: str, data_root: Path, steps: int, seed: int):
@@ -145,4 +148,5 @@ def measure_env_speed(
     results = interleave({name: (lambda run=run: timed(run)) for name, run in runners.items()}, rounds)
     rates = {name: median_rate(results[name], "steps") for name in runners}
     overhead = {name: median_ratio(results["raw"], results[name], "steps") - 1.0 for name in runners if name != "raw"}
+    overhead[TORCHRL_LAYER] = median_ratio(results["gym"], results["torchrl"], "steps") - 1.0
     return EnvSpeed(site=Path(site).stem, sockets=sockets, steps_per_s=rates, overhead=overhead)

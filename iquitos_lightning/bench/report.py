@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from iquitos_lightning.bench.env_speed import EnvSpeed
+from iquitos_lightning.bench.env_speed import TORCHRL_LAYER, EnvSpeed
 from iquitos_lightning.bench.memory import MemoryPoint
 from iquitos_lightning.bench.training import TrainingComparison
 from iquitos_lightning.bench.twin import TwinSpeed
@@ -30,20 +30,24 @@ def env_section(speeds: Sequence[EnvSpeed], twin: TwinSpeed | None) -> str:
         row = [f"{speed.site} ({speed.sockets} sockets)", f"{rates['raw']:.1f}"]
         for layer in ("gym", "torchrl"):
             row += [f"{rates[layer]:.1f}", f"{overhead[layer]:+.1%}"]
+        row.append(f"{overhead[TORCHRL_LAYER]:+.1%}")
         for layer in ("gym_before", "torchrl_before"):
             row.append(f"{overhead[layer]:+.1%}" if layer in overhead else "-")
         rows.append(row)
     if twin is not None:
         rate = "-" if twin.steps_per_s is None else f"{twin.steps_per_s:.1f} ({twin.num_envs} envs)"
-        rows.append(["twin (vectorized)", "-", "-", "-", rate, twin.status, "-", "-"])
+        rows.append(["twin (vectorized)", "-", "-", "-", rate, twin.status, "-", "-", "-"])
     header = ["site", "raw CityLearn steps/s", "IquitosEnv steps/s", "overhead", "TorchRL env steps/s", "overhead"]
+    header += ["TorchRL layer over IquitosEnv"]
     header += ["before: IquitosEnv overhead", "before: TorchRL chain overhead"]
     note = (
         "Overhead = raw rate / wrapped rate - 1 (median of per-round ratios); negative: the wrapped env is "
         "faster than `CityLearnEnv.step` as CityLearn ships it (it skips assembling CityLearn's observations "
-        "and its action-feedback records, which nothing reads). The TorchRL env is what agents step. *Before* = "
-        "the stack before the fast paths (IquitosEnv on CityLearn's public `step` with its records on; "
-        "GymWrapper + DoubleToFloat + StepCounter + RewardSum), measured in the same rounds."
+        "and its action-feedback records, which nothing reads). The TorchRL env is what agents step (FlatGymEnv "
+        "over IquitosEnv); *TorchRL layer over IquitosEnv* = IquitosEnv rate / TorchRL env rate - 1, the per-step "
+        "cost that is ours alone (SB3 steps IquitosEnv too). *Before* = the stack before the fast paths "
+        "(IquitosEnv on CityLearn's public `step` with its records on; GymWrapper + DoubleToFloat + StepCounter + "
+        "RewardSum), measured in the same rounds."
     )
     return "### Environment steps/s\n\n" + _table(header, rows) + "\n\n" + note
 

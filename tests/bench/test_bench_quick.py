@@ -28,6 +28,9 @@ def test_quick_bench_prints_every_section(tmp_path: Path) -> None:
         assert title in text
     assert set(figures) >= {"env", "memory", "workers", "machine", "seconds"}
     assert "twin (vectorized)" in text
+    assert "TorchRL layer over IquitosEnv" in text
+    site_speeds = [speed for speed in figures["env"] if "overhead" in speed]  # the twin's row has none
+    assert site_speeds and all("torchrl_over_gym" in speed["overhead"] for speed in site_speeds)
     if sb3_available():
         assert [row["settings"]["algorithm"] for row in figures["training"]] == ["SAC", "PPO", "A2C"]
         assert all(row["frames_ratio"] > 0 and row["updates_ratio"] > 0 for row in figures["training"])

@@ -123,10 +123,10 @@ def test_non_finite_env_values_are_stopped_at_the_boundary_naming_the_key(broken
 
 
 def test_every_training_env_is_checked_at_the_boundary():
-    from iquitos_lightning.agents.env_factory import make_env
+    from iquitos_lightning.agents.env_factory import episode_seeding, make_env
 
     env = make_env(EnvConfig(name="Pendulum-v1"))
-    assert isinstance(env.base_env._env.env, FiniteValues)
+    assert isinstance(episode_seeding(env).env, FiniteValues)
 
 
 def test_a_finite_loss_with_a_non_finite_gradient_is_named_by_the_term_its_optimizer_learns():
