@@ -56,6 +56,7 @@ from iquitos_lightning.agents.collection import collects_in_process, make_collec
 from iquitos_lightning.agents.env_factory import EnvConfig, episode_seeding, make_env, site_env
 from iquitos_lightning.agents.numerics import NonFiniteGuard, find_nonfinite
 from iquitos_lightning.agents.replay import bytes_per_transition
+from iquitos_lightning.agents.sampling import collection_policy
 from iquitos_lightning.agents.speed import SpeedConfig, apply_tf32, compiled, graphed, plan_speed
 from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.memory_budget import DeviceEstimate, Workload, check_device_fits, device_estimate, network_shapes
@@ -95,6 +96,7 @@ class _Runtime:
         self.train_env = train_env
         self.eval_env: EnvBase | None = None
         self.collector: BaseCollector | None = None
+        self.collection_policy: Any = None  # what the collector runs (agents/sampling.py), built with the collector
         self.iterator: Any = None
         self.loss_fn: Any = None  # the agent's loss_terms, compiled or not (planned on the first update of a fit)
         self.update_fn: Any = None  # the agent's update, CUDA-graphed or not
@@ -310,10 +312,12 @@ class RLAgent(pl.LightningModule):
 
     def train_dataloader(self) -> CollectorStream:
         self.shutdown_collector()
+        # The exploration policy through the fast TanhNormal sampler: the same actions, ~4x cheaper per frame.
+        self._runtime.collection_policy = collection_policy(self.exploration_policy)
         self._runtime.collector = make_collector(
             self.env_config,
             self.train_env,
-            self.exploration_policy,
+            self._runtime.collection_policy,
             frames_per_batch=self.rollout_config.frames_per_batch,
             overlap=self.rollout_config.overlap,
             policy_device=self.device,
@@ -360,7 +364,7 @@ class RLAgent(pl.LightningModule):
         if (
             collector is not None
             and not pushes_weights_itself(collector)
-            and collector.policy is not self.exploration_policy
+            and collector.policy is not self._runtime.collection_policy
         ):
             collector.update_policy_weights_()
         logged = {f"train/{key}": float(value) for key, value in metrics.items()}
