@@ -33,12 +33,14 @@ _LOG_2 = math.log(2.0)
 
 def samples_like_tanh_normal(actor: object) -> bool:
     """Whether ``actor`` is a ``ProbabilisticActor`` (network -> loc, scale) over a plain ``TanhNormal``
-    with at most ``low``/``high`` set: the one shape :class:`TanhNormalSampler` reproduces."""
+    with at most ``low``/``high`` set and no projection onto its spec (``safe=False``, the default): the one
+    shape :class:`TanhNormalSampler` reproduces."""
     if not isinstance(actor, ProbabilisticActor) or len(actor.module) != 2:
         return False
     sampling = actor.module[1]
     return (
         sampling.distribution_class is TanhNormal
+        and not getattr(sampling, "safe", False)
         and set(sampling.distribution_kwargs) <= {"low", "high"}
         and len(actor.module[0].in_keys) == 1
         and len(actor.module[0].out_keys) == 2
