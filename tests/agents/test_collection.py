@@ -54,6 +54,26 @@ def test_synchronous_workers_collect_with_the_latest_weights() -> None:
     assert _actions_per_rollout(overlap=False, num_workers=2) == [0.1, 0.2, 0.3, 0.4]
 
 
+def test_synchronous_workers_take_the_learners_weights_from_shared_memory() -> None:
+    # The push before a rollout writes the workers' shared parameters in place (no queue round trip):
+    # only true while TorchRL keeps the workers' policy copy in shared memory, which this checks.
+    config = EnvConfig(name="Pendulum-v1", max_episode_steps=20, num_workers=2)
+    policy = _constant_policy(0.1)
+    collector = make_collector(config, make_env(config), policy, frames_per_batch=20, overlap=False)
+    try:
+        shared = collector.shared_worker_weights()
+        assert shared is not None, "the workers' policy copy is not in shared memory"
+        with torch.no_grad():
+            policy.module.bias.fill_(0.7)
+        collector.update_policy_weights_()
+        assert float(shared["module", "bias"]) == pytest.approx(0.7)
+        assert float(policy.module.bias) == pytest.approx(0.7), "the learner's own weights are not touched"
+        rollout = next(iter(collector))
+        assert rollout["action"].unique().tolist() == [pytest.approx(0.7)]
+    finally:
+        collector.shutdown()
+
+
 def test_overlapping_worker_collects_with_the_weights_of_one_rollout_before() -> None:
     # Rollout k+1 is collected while rollout k trains, so it carries the weights from before that training.
     assert _actions_per_rollout(overlap=True, num_workers=1) == [0.1, 0.1, 0.2, 0.3]
