@@ -69,11 +69,13 @@ IN_PROCESS = OurArchitecture()  # collection in the training process, eager upda
 
 
 # Sized so the whole bench stays under 10 minutes on the 2-core machine (docs/performance.md) while each
-# timed window spans several rollouts (6 SAC, 4 PPO, 20 A2C): shorter windows moved the ratios by 0.2.
+# timed window spans several rollouts (6 SAC, 8 PPO, 40 A2C). This machine's speed moves by tens of percent
+# within seconds, so a window of 3-4 s (PPO 512 and A2C 480 frames before) moved a 2-round ratio by up to
+# 0.3; the PPO and A2C windows now last 6-8 s (start-up, not the window, is most of a round's time).
 DEFAULT_SETTINGS = {
     "SAC": AlgorithmSettings("SAC", rollout_frames=50, measured_frames=300, warmup_frames=50, batch_size=128),
     "PPO": AlgorithmSettings(
-        "PPO", rollout_frames=128, measured_frames=512, batch_size=64, epochs=4, activation="tanh"
+        "PPO", rollout_frames=128, measured_frames=1024, batch_size=64, epochs=4, activation="tanh"
     ),
-    "A2C": AlgorithmSettings("A2C", rollout_frames=24, measured_frames=480, lr=7e-4, gae_lambda=1.0, activation="tanh"),
+    "A2C": AlgorithmSettings("A2C", rollout_frames=24, measured_frames=960, lr=7e-4, gae_lambda=1.0, activation="tanh"),
 }
