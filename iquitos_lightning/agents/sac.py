@@ -21,7 +21,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info
 from tensordict import TensorDictBase
 from torch.optim import Adam
-from torchrl.objectives import SACLoss, SoftUpdate
+from torchrl.objectives import SACLoss
 
 from iquitos_lightning.agents.base import RLAgent, RolloutConfig, as_config
 from iquitos_lightning.agents.env_factory import EnvConfig
@@ -37,6 +37,7 @@ from iquitos_lightning.agents.replay import (
     transition_for_buffer,
 )
 from iquitos_lightning.agents.speed import SpeedConfig
+from iquitos_lightning.agents.target_update import ForeachSoftUpdate
 
 # Batches of this many updates are drawn from the buffer and moved to the device at once: one index draw,
 # one gather and one host-to-device copy instead of one each per update. The buffer samples uniformly with
@@ -121,7 +122,7 @@ class SAC(RLAgent):
         # SACLoss creates `_target_entropy` lazily on first read; read it now so a fresh module and a
         # checkpoint have the same keys (FACTS.md: otherwise resuming fails with an unexpected key).
         _ = self.loss_module.target_entropy
-        self._target_updater = _NonModule(SoftUpdate(self.loss_module, tau=tau))
+        self._target_updater = _NonModule(ForeachSoftUpdate(self.loss_module, tau=tau))  # SoftUpdate, one op
 
         example = self.train_env.fake_tensordict()
         self.actor(example)
