@@ -65,7 +65,7 @@ class WorkerSyncCollector(_PushesLearnerWeights, MultiSyncCollector):
     collecting, and the "collect" message that follows is sent after the write. TorchRL's own push does the
     same write and then a round trip through each worker's instruction and acknowledgement queues (a thread
     hand-off on both sides), 6 ms a rollout at the median and tens of ms at times on the 2-core machine
-    (docs/performance.md); a rollout of 12 frames a worker lasts ~120 ms. Should the copy's parameters not be
+    (docs/performance.md), where an A2C rollout of 12 frames a worker lasts ~150 ms. Should the copy's parameters not be
     in shared memory, TorchRL's push runs instead.
     """
 
