@@ -52,9 +52,17 @@ class _PushesLearnerWeights:
         if policy_or_weights is None and not kwargs:
             if self.learner is None:
                 return  # a random policy (no weights): nothing to send
+            if self.write_learner_weights_in_place():
+                return
             # As CPU tensors: the workers' copy is on the CPU whatever device the learner trains on.
             policy_or_weights = TensorDict.from_module(self.learner).data.to("cpu")
         super().update_policy_weights_(policy_or_weights, **kwargs)  # type: ignore[misc]
+
+    def write_learner_weights_in_place(self) -> bool:
+        """Copy the learner's weights straight into the workers' copy when that is safe; False: TorchRL pushes them.
+
+        Never safe here in general: an overlapping worker may be mid-rollout (see :class:`WorkerSyncCollector`)."""
+        return False
 
 
 class WorkerSyncCollector(_PushesLearnerWeights, MultiSyncCollector):
@@ -71,13 +79,12 @@ class WorkerSyncCollector(_PushesLearnerWeights, MultiSyncCollector):
 
     _shared_weights: TensorDictBase | None = None
 
-    def update_policy_weights_(self, policy_or_weights: Any = None, **kwargs: Any) -> None:
-        if policy_or_weights is None and not kwargs and self.learner is not None:
-            shared = self.shared_worker_weights()
-            if shared is not None:
-                shared.update_(TensorDict.from_module(self.learner).data)
-                return
-        super().update_policy_weights_(policy_or_weights, **kwargs)
+    def write_learner_weights_in_place(self) -> bool:
+        shared = self.shared_worker_weights()
+        if shared is None:
+            return False
+        shared.update_(TensorDict.from_module(self.learner).data)
+        return True
 
     def shared_worker_weights(self) -> TensorDictBase | None:
         """The workers' policy parameters, when they all live in shared memory (else None)."""
