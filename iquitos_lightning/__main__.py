@@ -36,6 +36,9 @@ def _project_parser() -> argparse.ArgumentParser:
     baselines.add_argument("--results", type=Path, default=Path("results"), help="results root (default: %(default)s)")
     # Listed for --help only: main() hands `bench ...` to iquitos_lightning.bench.run before parsing.
     commands.add_parser("bench", help="speed and memory report, ours vs Stable-Baselines3 (see `bench --help`)")
+    commands.add_parser(
+        "gpu-check", help="measure every CUDA path: profiles under an 8 GiB cap, update step, OOM drill (--help)"
+    )
 
     compare = commands.add_parser(
         "compare", help="train agents over seeds, evaluate on the full year, tabulate against the references"
@@ -123,6 +126,10 @@ def _run_project_command(args: list[str]) -> int:
         from iquitos_lightning.bench.run import main as bench_main
 
         return bench_main(args[1:])
+    if args[0] == "gpu-check":  # the GPU proof (iquitos_lightning/bench/gpu_check.py, docs/performance.md)
+        from iquitos_lightning.bench.gpu_check import main as gpu_check_main
+
+        return gpu_check_main(args[1:])
 
     namespace = _project_parser().parse_args(args)
     from iquitos_lightning.site.config import load_site_config

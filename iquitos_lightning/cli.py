@@ -52,6 +52,7 @@ from iquitos_lightning.errors import (
     find_project_error,
     one_line,
 )
+from iquitos_lightning.hardware import apply_memory_cap
 from iquitos_lightning.memory_budget import InsufficientMemory
 from iquitos_lightning.tracking import TrackingConfig, resolve_wandb_mode, wandb_loggers
 
@@ -181,6 +182,7 @@ def _logger_root(logger: Any) -> str | None:
 
 def run_lightning_cli(args: list[str]) -> int:
     """Run ``fit``/``validate``/``test``/``predict`` with ``args``; returns the process exit code."""
+    apply_memory_cap()  # IQUITOS_GPU_MEMORY_CAP_GIB: a large GPU run as a smaller card (hardware.py)
     saved_argv = sys.argv
     sys.argv = saved_argv[:1]  # LightningCLI reads `args`; a second copy in sys.argv only makes it warn
     interrupt.forget()

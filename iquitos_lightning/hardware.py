@@ -13,6 +13,9 @@ import os
 from dataclasses import dataclass
 
 GIB = 1024**3
+# Cap on this process's CUDA memory, in GiB: a large GPU stands in for a smaller one (the 8 GB RTX 4060 on an
+# H100): torch's allocator refuses beyond it and the device reads as that size to the profiles and checks.
+MEMORY_CAP_ENV = "IQUITOS_GPU_MEMORY_CAP_GIB"
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,55 @@ def _host_memory() -> tuple[int, int]:
     return total, available or total
 
 
+def memory_cap_bytes() -> int | None:
+    """The CUDA memory cap set by ``IQUITOS_GPU_MEMORY_CAP_GIB``, in bytes (None: no cap)."""
+    text = os.environ.get(MEMORY_CAP_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        cap = float(text)
+    except ValueError:
+        raise ValueError(f"{MEMORY_CAP_ENV}={text!r}: give the cap in GiB, e.g. 8") from None
+    if cap <= 0:
+        raise ValueError(f"{MEMORY_CAP_ENV}={text!r}: the cap must be positive")
+    return int(cap * GIB)
+
+
+def apply_memory_cap() -> int | None:
+    """Limit this process's CUDA allocator to ``IQUITOS_GPU_MEMORY_CAP_GIB`` (when set and CUDA is present).
+
+    Why: ``torch.cuda.set_per_process_memory_fraction`` makes the allocator raise the same
+    out-of-memory error a card of that size would, so a profile's fit, its estimate and the OOM
+    handling can be checked for an 8 GB laptop card on any larger GPU. Returns the cap in bytes.
+    """
+    import torch
+
+    cap = memory_cap_bytes()
+    if cap is None or not torch.cuda.is_available():
+        return None
+    index = torch.cuda.current_device()
+    total = torch.cuda.get_device_properties(index).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total), index)
+    return min(cap, int(total))
+
+
+def cuda_free_and_total_bytes(index: int) -> tuple[int, int]:
+    """Free and total memory of CUDA device ``index`` as this process may use it (the cap applied when set)."""
+    import torch
+
+    free, total = torch.cuda.mem_get_info(index)
+    cap = memory_cap_bytes()
+    if cap is not None and cap < total:
+        return min(free, max(cap - torch.cuda.memory_reserved(index), 0)), cap
+    return int(free), int(total)
+
+
 def detect_device(prefer_cuda: bool = True) -> DeviceInfo:
-    """Read the machine: the first CUDA device when present (and preferred), else the CPU."""
+    """Read the machine: the first CUDA device when present (and preferred), else the CPU.
+
+    Under ``IQUITOS_GPU_MEMORY_CAP_GIB`` the device reads as that size: total is the cap and free is
+    what the cap leaves after this process's own reserved memory (or the device's free memory if lower).
+    """
     import torch
 
     host_total, host_available = _host_memory()
@@ -68,7 +118,7 @@ def detect_device(prefer_cuda: bool = True) -> DeviceInfo:
     if prefer_cuda and torch.cuda.is_available():
         index = torch.cuda.current_device()
         properties = torch.cuda.get_device_properties(index)
-        free, total = torch.cuda.mem_get_info(index)
+        free, total = cuda_free_and_total_bytes(index)
         return DeviceInfo(
             accelerator="cuda",
             name=properties.name,

@@ -17,7 +17,7 @@ pip_args=(--quiet --disable-pip-version-check)
 [ -d /opt/wheels ] && pip_args+=(--find-links /opt/wheels)
 
 .venv-bench/bin/python -m pip install "${pip_args[@]}" -r requirements.lock -r requirements-dev.lock
-.venv-bench/bin/python -m pip install "${pip_args[@]}" --no-deps citylearn==3.0.2
+.venv-bench/bin/python -m pip install "${pip_args[@]}" --no-deps -r requirements-nodeps.lock
 .venv-bench/bin/python -m pip install "${pip_args[@]}" -r requirements-bench.lock
 .venv-bench/bin/python -m pip install "${pip_args[@]}" --no-deps --no-build-isolation -e .
 echo "install-bench.sh: .venv-bench ready; run: .venv-bench/bin/python -m iquitos_lightning bench"

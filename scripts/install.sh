@@ -18,6 +18,6 @@ pip_args=(--quiet --disable-pip-version-check)
 .venv/bin/python -m pip install "${pip_args[@]}" -r requirements.lock -r requirements-dev.lock
 # citylearn's declared dependencies pull an unpinned torchvision (breaks `import lightning`)
 # and ~800 MB it never imports: install it alone; requirements.lock holds what it imports.
-.venv/bin/python -m pip install "${pip_args[@]}" --no-deps citylearn==3.0.2
+.venv/bin/python -m pip install "${pip_args[@]}" --no-deps -r requirements-nodeps.lock
 .venv/bin/python -m pip install "${pip_args[@]}" --no-deps --no-build-isolation -e .
 echo "install.sh: .venv ready"

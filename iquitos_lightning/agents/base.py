@@ -59,6 +59,7 @@ from iquitos_lightning.agents.replay import bytes_per_transition
 from iquitos_lightning.agents.sampling import collection_policy
 from iquitos_lightning.agents.speed import SpeedConfig, apply_tf32, compiled, graphed, plan_speed
 from iquitos_lightning.errors import ConfigError
+from iquitos_lightning.hardware import cuda_free_and_total_bytes
 from iquitos_lightning.memory_budget import DeviceEstimate, Workload, check_device_fits, device_estimate, network_shapes
 
 ConfigT = TypeVar("ConfigT")
@@ -349,7 +350,7 @@ class RLAgent(pl.LightningModule):
     def on_fit_start(self) -> None:
         self._runtime.loss_fn = self._runtime.update_fn = None  # planned again for this fit's device
         if self.device.type == "cuda" and self.algorithm is not None:
-            free, _ = torch.cuda.mem_get_info(self.device)
+            free, _ = cuda_free_and_total_bytes(self.device.index or 0)  # IQUITOS_GPU_MEMORY_CAP_GIB applies
             hint = "Lower the batch or rollout size or --model.hidden_sizes, or try --profile auto."
             check_device_fits(self.device_memory_estimate(), free, torch.cuda.get_device_name(self.device), hint)
         fit_loop = self.trainer.fit_loop

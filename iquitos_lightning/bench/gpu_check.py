@@ -1,0 +1,426 @@
+"""``python -m iquitos_lightning gpu-check``: every CUDA path of the project measured in one command, in minutes.
+
+Why: the product card is about an 8 GB RTX 4060 (16-mixed, VRAM callbacks, profiles that never run
+out of memory), yet a GPU is lent to this project rarely and briefly, and users meet the same
+situation on cluster nodes. One command, in one process tree, measures what the GPU defaults rest on
+and writes ``gpu_check.json`` and ``gpu_check.md`` (a table a person reads) into ``--out``:
+
+1. **device**: what was detected and the auto profile's choice for SAC, PPO and A2C, on the device as
+   it is and capped to ``--cap-gib`` (8 GiB: the RTX 4060 stand-in, ``IQUITOS_GPU_MEMORY_CAP_GIB``).
+2. **profiles**: a short ``fit`` of every ``*_rtx4060.yaml`` and ``*_auto.yaml`` profile under the cap:
+   peak allocated and reserved memory against the agent's own estimate (which must bound them),
+   frames/s, updates/s, and VRAMMonitor's logged values against torch's counters.
+3. **update step**: SAC, PPO and A2C at Iquitos size in 32-true, 16-mixed and bf16-mixed, eager,
+   compiled, CUDA graphs and both: updates/s, finite losses, and the first losses against eager's.
+   Compiled cells are first compiled in parallel (filling Inductor's on-disk cache), then every cell
+   is timed one at a time, so the timings are not shared with other work.
+4. **oom drill**: an oversized setting under the cap must be refused before the run (exit 2), and a
+   real CUDA out-of-memory mid-run must leave ``emergency-oom.ckpt`` and exit 3.
+5. **buffer**: peak VRAM of SAC with 10k, 100k and 1M replay capacity (the buffer lives in host RAM,
+   so VRAM must stay flat).
+
+On a machine without CUDA the checks that apply still run (device detection and the profile choice,
+the update step on the CPU in 32-true) and the others are reported as skipped, with why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from iquitos_lightning.hardware import GIB, MEMORY_CAP_ENV
+
+PRECISIONS = ("32-true", "16-mixed", "bf16-mixed")
+SWITCH_SETS = ("eager", "compile", "cuda_graphs", "compile+cuda_graphs")
+ALGORITHMS = ("sac", "ppo", "a2c")
+PROFILE_GLOBS = ("*_rtx4060.yaml", "*_auto.yaml")
+BUFFER_CAPACITIES = (10_000, 100_000, 1_000_000)
+VERSIONED = ("torch", "lightning", "torchrl", "tensordict", "citylearn", "gymnasium", "numpy", "jsonargparse")
+# Tolerances of "matches eager": the first rollout's mean losses at the same seed. Compilation reorders float
+# sums (tiny differences); half precisions round activations, so their tolerance is wider.
+MATCH_TOLERANCE = {"32-true": 1e-3, "16-mixed": 2e-2, "bf16-mixed": 5e-2}
+ROLLOUTS_PER_PROFILE_FIT = 3
+
+
+@dataclass
+class CheckRun:
+    """Options and collected results of one gpu-check."""
+
+    out: Path
+    cap_gib: float
+    jobs: int
+    quick: bool
+    cuda: bool
+    sections: dict[str, Any] = field(default_factory=dict)
+    started: float = field(default_factory=time.perf_counter)
+
+    def child_env(self, capped: bool = True) -> dict[str, str]:
+        env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
+        if capped and self.cuda:
+            env[MEMORY_CAP_ENV] = str(self.cap_gib)
+        return env
+
+
+def run_child(run: CheckRun, task: str, arguments: dict[str, Any], name: str, timeout_s: int) -> dict[str, Any]:
+    """One :mod:`iquitos_lightning.bench.gpu_check_tasks` task in its own process; its JSON, or why it failed."""
+    raw = run.out / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    result_file = raw / f"{name}.json"
+    command = [sys.executable, "-m", "iquitos_lightning.bench.gpu_check_tasks", task, json.dumps(arguments)]
+    return _run_and_read([*command, str(result_file)], result_file, raw / f"{name}.log", run.child_env(), timeout_s)
+
+
+def _run_and_read(command: list[str], result_file: Path, log: Path, env: dict[str, str], timeout_s: int) -> dict:
+    started = time.perf_counter()
+    try:
+        with log.open("w") as log_file:
+            completed = subprocess.run(command, stdout=log_file, stderr=subprocess.STDOUT, env=env, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout_s} s (log: {log})"}
+    if completed.returncode != 0 or not result_file.exists():
+        return {"error": f"exit status {completed.returncode}: {_last_line(log)} (log: {log})"}
+    result = json.loads(result_file.read_text())
+    result.setdefault("wall_s", time.perf_counter() - started)
+    return result
+
+
+def _last_line(log: Path) -> str:
+    lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    errors = [line for line in lines if "Error" in line or line.startswith("error:")]
+    return (errors or lines or ["no output"])[-1][:300]
+
+
+# ----- 1. device and auto profile ---------------------------------------------------------------------------------
+def check_device(run: CheckRun) -> dict[str, Any]:
+    """Detection and the auto profile's choice, on the device as it is and (CUDA) capped to ``cap_gib``."""
+    import yaml
+
+    from iquitos_lightning.auto_profile import workload_of
+    from iquitos_lightning.hardware import detect_device
+    from iquitos_lightning.memory_budget import InsufficientMemory
+    from iquitos_lightning.profiles import choose_profile
+
+    views = {"as is": None}
+    if run.cuda:
+        views[f"capped to {run.cap_gib:g} GiB"] = str(run.cap_gib)
+    result: dict[str, Any] = {"views": {}}
+    workloads = {}
+    for algorithm in ALGORITHMS:
+        model_args = yaml.safe_load(Path(f"configs/{algorithm}_auto.yaml").read_text())["model"]["init_args"]
+        if run.quick:  # the tiny site builds in a second; the choice's logic is the same at any size
+            model_args["env"] = {**model_args["env"], "site": "configs/site/tiny.yaml", "num_workers": 1}
+        workloads[algorithm] = workload_of(model_args, algorithm)
+    for view, cap in views.items():
+        previous = os.environ.pop(MEMORY_CAP_ENV, None)
+        if cap is not None:
+            os.environ[MEMORY_CAP_ENV] = cap
+        try:
+            device = detect_device()
+        finally:
+            os.environ.pop(MEMORY_CAP_ENV, None)
+            if previous is not None:
+                os.environ[MEMORY_CAP_ENV] = previous
+        choices = {}
+        for algorithm in ALGORITHMS:
+            try:
+                choice = choose_profile(device, algorithm, {}, workloads[algorithm])
+                choices[algorithm] = {
+                    "class": choice.profile_class,
+                    "settings": {setting.key: setting.value for setting in choice.settings},
+                    "estimate_gib": choice.device_memory.total / GIB,
+                }
+            except InsufficientMemory as error:
+                choices[algorithm] = {"refused": str(error)}
+        result["views"][view] = {
+            "device": {
+                "accelerator": device.accelerator,
+                "name": device.name,
+                "total_gib": device.total_memory_bytes / GIB,
+                "free_gib": device.free_memory_bytes / GIB,
+                "compute_capability": device.compute_capability,
+                "cpu_cores": device.cpu_cores,
+            },
+            "choices": choices,
+        }
+    return result
+
+
+# ----- 2. profiles under the cap ----------------------------------------------------------------------------------
+def profile_configs() -> list[str]:
+    return sorted(str(path) for pattern in PROFILE_GLOBS for path in Path("configs").glob(pattern))
+
+
+def profile_fit_jobs(run: CheckRun) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+    jobs = []
+    for config in profile_configs():
+        name = f"profile-{Path(config).stem}"
+        workdir = tempfile.mkdtemp(prefix=f"gpu-check-{Path(config).stem}-")
+        arguments = {"config": config, "rollouts": ROLLOUTS_PER_PROFILE_FIT, "workdir": workdir}
+        jobs.append((name, lambda name=name, arguments=arguments: run_child(run, "profile-fit", arguments, name, 420)))
+    return jobs
+
+
+def judge_profile(row: dict[str, Any], cap_gib: float) -> dict[str, Any]:
+    """Whether the measured peak stayed under the estimate and under the cap."""
+    if "error" in row or row.get("peak_reserved_gib") is None:
+        return row
+    peak = max(row["peak_allocated_gib"], row["peak_reserved_gib"])
+    row["under_estimate"] = peak <= row["estimate_gib"]
+    row["under_cap"] = peak <= cap_gib
+    monitor = row.get("monitor_vs_torch") or {}
+    row["monitor_matches_torch"] = bool(monitor) and all(
+        abs(monitor[f"monitor_{key}_gb"] - monitor[f"torch_{key}_gb"]) <= 1e-3 for key in ("allocated", "reserved")
+    )
+    return row
+
+
+# ----- 3. update step -------------------------------------------------------------------------------------------
+def update_sizes(run: CheckRun) -> dict[str, Any]:
+    if run.quick:
+        return {"hidden_sizes": [32, 32], "batch_size": 32, "sac_frames": 16, "onpolicy_frames": 64, "warmup": 1,
+                "rollouts": 2}  # fmt: skip
+    return {"hidden_sizes": [256, 256], "batch_size": 256, "sac_frames": 100, "onpolicy_frames": 1024, "warmup": 2,
+            "rollouts": 3}  # fmt: skip
+
+
+def update_grid(run: CheckRun) -> list[tuple[str, str, list[str]]]:
+    """(algorithm, precision, switch sets) groups to time; on a CPU only 32-true eager (and compile unless quick)."""
+    if not run.cuda:
+        switch_sets = ["eager"] if run.quick else ["eager", "compile"]
+        return [(algorithm, "32-true", switch_sets) for algorithm in ALGORITHMS]
+    groups = []
+    for algorithm in ALGORITHMS:
+        for precision in PRECISIONS:
+            # 16-mixed's GradScaler reads the host every step: CUDA graphs cannot capture it (agents/speed.py)
+            sets = [s for s in SWITCH_SETS if not (precision == "16-mixed" and "cuda_graphs" in s)]
+            groups.append((algorithm, precision, sets))
+    return groups
+
+
+def update_jobs(run: CheckRun, compiled_only: bool, tag: str) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+    accelerator = "gpu" if run.cuda else "cpu"
+    jobs = []
+    for algorithm, precision, sets in update_grid(run):
+        chosen = [s for s in sets if "compile" in s] if compiled_only else sets
+        if not chosen:
+            continue
+        name = f"{tag}-{algorithm}-{precision}"
+        arguments = {"algorithm": algorithm, "precision": precision, "switch_sets": chosen,
+                     "accelerator": accelerator, "sizes": update_sizes(run)}  # fmt: skip
+        jobs.append((name, lambda name=name, arguments=arguments: run_child(run, "update-cells", arguments, name, 480)))
+    return jobs
+
+
+def judge_update_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Flatten the groups' rows and compare each cell's first losses with eager's at the same precision."""
+    from iquitos_lightning.bench.update_step import largest_relative_difference
+
+    rows = [row for group in groups for row in group.get("rows", [])]
+    eager = {(row["algorithm"], row["precision"]): row for row in rows if row.get("switches") == "eager"}
+    for row in rows:
+        reference = eager.get((row["algorithm"], row["precision"]))
+        if "error" in row or reference is None or "error" in reference:
+            continue
+        difference = largest_relative_difference(row["first_losses"], reference["first_losses"])
+        row["difference_to_eager"] = difference
+        row["matches_eager"] = difference <= MATCH_TOLERANCE.get(row["precision"], 1e-3)
+    return rows
+
+
+def fastest_matching(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per algorithm, the fastest cell whose losses are finite and match eager (the evidence for the defaults)."""
+    best: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if "error" in row or not row.get("losses_finite") or not row.get("matches_eager", row["switches"] == "eager"):
+            continue
+        current = best.get(row["algorithm"])
+        if current is None or row["updates_per_s"] > current["updates_per_s"]:
+            best[row["algorithm"]] = row
+    return best
+
+
+# ----- 4. OOM drill -----------------------------------------------------------------------------------------------
+def oom_jobs(run: CheckRun) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+    raw = run.out / "raw"
+    workdir = Path(tempfile.mkdtemp(prefix="gpu-check-oom-"))
+    common = ["--trainer.logger=false", "--trainer.enable_progress_bar=false", "--tracking.wandb=false",
+              "--model.init_args.rollout.eval_episodes=0", f"--trainer.default_root_dir={workdir}"]  # fmt: skip
+    oversized = [sys.executable, "-m", "iquitos_lightning", "fit", "--config", "configs/sac_rtx4060.yaml",
+                 "--profile", "auto", "--model.init_args.hidden_sizes=[16384,16384]",
+                 "--model.init_args.batch_size=65536", *common]  # fmt: skip
+    ballast = [sys.executable, "-m", "iquitos_lightning", "fit", "--config", "configs/smoke.yaml",
+               "--trainer.accelerator=gpu", "--trainer.callbacks+=iquitos_lightning.bench.gpu_check_tasks.Ballast",
+               f"--checkpoint.dirpath={workdir}/checkpoints", *common]  # fmt: skip
+
+    def drill(name: str, command: list[str], expected: int, checkpoint: Path | None) -> dict[str, Any]:
+        started = time.perf_counter()
+        log = raw / f"{name}.log"
+        raw.mkdir(parents=True, exist_ok=True)
+        with log.open("w") as log_file:
+            completed = subprocess.run(
+                command, stdout=log_file, stderr=subprocess.STDOUT, env=run.child_env(), timeout=300, check=False
+            )
+        text = log.read_text(errors="replace")
+        error_lines = [line for line in text.splitlines() if line.startswith("error:") or "out of memory" in line]
+        return {
+            "command": " ".join(command[1:]),
+            "exit_status": completed.returncode,
+            "expected_exit_status": expected,
+            "emergency_checkpoint": None if checkpoint is None else checkpoint.exists(),
+            "passed": completed.returncode == expected and (checkpoint is None or checkpoint.exists()),
+            "message": (error_lines or ["(no error line)"])[0][:300],
+            "wall_s": time.perf_counter() - started,
+        }
+
+    emergency = workdir / "checkpoints" / "emergency-oom.ckpt"
+    return [
+        ("oom-refused", lambda: drill("oom-refused", oversized, 2, None)),
+        ("oom-ballast", lambda: drill("oom-ballast", ballast, 3, emergency)),
+    ]
+
+
+# ----- 5. replay buffer off the GPU ------------------------------------------------------------------------------
+def buffer_jobs(run: CheckRun) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+    raw = run.out / "raw"
+
+    def probe(capacity: int) -> dict[str, Any]:
+        raw.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "iquitos_lightning.bench.memory", "--site", "configs/site/iquitos-2026.yaml",
+                   "--capacity", str(capacity), "--storage", "memory", "--frames", "200"]  # fmt: skip
+        log = raw / f"buffer-{capacity}.log"
+        with log.open("w") as log_file:
+            completed = subprocess.run(command, stdout=subprocess.PIPE, stderr=log_file, text=True,
+                                       env=run.child_env(), timeout=420, check=False)  # fmt: skip
+        if completed.returncode != 0:
+            return {"capacity": capacity, "error": f"exit status {completed.returncode}: {_last_line(log)}"}
+        return {"capacity": capacity, **json.loads(completed.stdout.strip().splitlines()[-1])}
+
+    return [(f"buffer-{capacity}", lambda capacity=capacity: probe(capacity)) for capacity in BUFFER_CAPACITIES]
+
+
+# ----- orchestration ----------------------------------------------------------------------------------------------
+def run_parallel(jobs: list[tuple[str, Callable[[], dict[str, Any]]]], workers: int) -> dict[str, dict[str, Any]]:
+    from rich.progress import Progress
+
+    results: dict[str, dict[str, Any]] = {}
+    with Progress(transient=False) as progress, ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        task = progress.add_task(f"{len(jobs)} checks, {workers} at once", total=len(jobs))
+        futures = {name: pool.submit(job) for name, job in jobs}
+        for name, future in futures.items():
+            try:
+                results[name] = future.result()
+            except Exception as error:  # a broken check is reported, the others still run
+                results[name] = {"error": f"{type(error).__name__}: {error}"[:400]}
+            progress.advance(task)
+    return results
+
+
+def run_sequential(jobs: list[tuple[str, Callable[[], dict[str, Any]]]]) -> dict[str, dict[str, Any]]:
+    return run_parallel(jobs, 1)
+
+
+def versions() -> dict[str, str | None]:
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for name in VERSIONED:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    import torch
+
+    found["cuda"] = torch.version.cuda
+    return found
+
+
+def skipped(why: str) -> dict[str, str]:
+    return {"skipped": why}
+
+
+def run_checks(run: CheckRun) -> dict[str, Any]:
+    """Every section, in the order that keeps timings clean: parallel work first, then the timed update cells."""
+    import torch
+
+    report: dict[str, Any] = {"versions": versions(), "cap_gib": run.cap_gib, "quick": run.quick}
+    if run.cuda:
+        report["gpu"] = torch.cuda.get_device_name(0)
+    report["device"] = check_device(run)
+
+    no_cuda = "needs a CUDA device (this machine has none)"
+    if run.cuda:
+        parallel = [*profile_fit_jobs(run), *oom_jobs(run), *buffer_jobs(run), *update_jobs(run, True, "warm")]
+        if run.quick:
+            parallel = [*profile_fit_jobs(run)[:1], *oom_jobs(run)]
+        results = run_parallel(parallel, run.jobs)
+        report["profiles"] = [
+            judge_profile({"name": name, **row}, run.cap_gib)
+            for name, row in results.items()
+            if name.startswith("profile-")
+        ]
+        report["oom_drill"] = {name: row for name, row in results.items() if name.startswith("oom-")}
+        buffer_rows = [row for name, row in results.items() if name.startswith("buffer-")]
+        report["buffer"] = (
+            {"rows": buffer_rows, "vram_flat": _vram_flat(buffer_rows)}
+            if buffer_rows
+            else skipped("left out by --quick")
+        )
+        warmups = {name: row for name, row in results.items() if name.startswith("warm-")}
+        report["compile_warmup"] = {name: row.get("error", "ok") for name, row in warmups.items()}
+    else:
+        report["profiles"] = skipped(f"the profiles' fits measure VRAM under the {run.cap_gib:g} GiB cap: {no_cuda}")
+        report["oom_drill"] = skipped(f"a CUDA out-of-memory drill {no_cuda}")
+        report["buffer"] = skipped(f"VRAM against replay capacity {no_cuda}")
+    groups = run_sequential(update_jobs(run, False, "timed"))
+    rows = judge_update_rows(list(groups.values()))
+    report["update_step"] = {
+        "sizes": update_sizes(run),
+        "rows": rows,
+        "fastest_matching": fastest_matching(rows),
+        "not_run": [] if run.cuda else ["16-mixed, bf16-mixed, cuda_graphs: " + no_cuda],
+    }
+    report["wall_s"] = time.perf_counter() - run.started
+    return report
+
+
+def _vram_flat(rows: list[dict[str, Any]]) -> bool | None:
+    peaks = [row.get("peak_vram_mib") for row in rows if "error" not in row]
+    if len(peaks) < 2 or any(peak is None for peak in peaks):
+        return None
+    return max(peaks) - min(peaks) <= max(32.0, 0.05 * max(peaks))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m iquitos_lightning gpu-check", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("runs/gpu-check"), help="where the JSON and table go")
+    parser.add_argument("--cap-gib", type=float, default=8.0, help="GPU memory cap standing in for the RTX 4060")
+    parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="checks run at once")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes and one profile: a smoke run of the command")
+    args = parser.parse_args(argv)
+    import torch
+
+    from iquitos_lightning.bench.gpu_check_report import markdown_report
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    run = CheckRun(out=args.out, cap_gib=args.cap_gib, jobs=args.jobs, quick=args.quick, cuda=torch.cuda.is_available())
+    report = run_checks(run)
+    (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    table = markdown_report(report)
+    (args.out / "gpu_check.md").write_text(table)
+    print(table)
+    print(f"gpu-check: {args.out / 'gpu_check.md'} and gpu_check.json written in {report['wall_s']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""The measurements of ``gpu-check``, each run in a child process of its own: ``python -m
+iquitos_lightning.bench.gpu_check_tasks TASK JSON_ARGS OUT_JSON``.
+
+Why a process each: peak GPU memory (``torch.cuda.max_memory_allocated``) is a high-water mark of the
+whole process, the 8 GiB cap (``IQUITOS_GPU_MEMORY_CAP_GIB``) is a per-process allocator setting, and a
+compiled or CUDA-graphed update leaves caches and memory pools behind; a fresh process per check keeps
+every figure its own. Each task writes one JSON object to ``OUT_JSON``.
+
+Tasks:
+- ``profile-fit``: a short ``fit`` of a training profile through the project's own LightningCLI (the
+  same classes, callbacks and auto profile a user gets), with the profile's own sizes but a budget of
+  a few rollouts and no evaluation; reports peak allocated/reserved memory against the agent's own
+  memory estimate (the figure it refuses runs with), frames/s and updates/s after the first rollout,
+  and what :class:`~iquitos_lightning.callbacks.VRAMMonitor` saw next to torch's counters read at the
+  same moment.
+- ``update-cells``: :func:`~iquitos_lightning.bench.update_step.measure_update_step` for one algorithm
+  and precision over several switch sets.
+- ``oom-ballast``: a real CUDA out-of-memory in the middle of a fit (:class:`Ballast` fills the capped
+  device after the first rollout, as another process grabbing memory would) to prove that
+  :class:`~iquitos_lightning.callbacks.OutOfMemoryHandler` writes its emergency checkpoint and the
+  command exits 3; run as ``fit`` on the command line, so this module only provides the callback.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+
+GIB = 1024**3
+
+
+class FitProbe(pl.Callback):
+    """Frames, updates and time at every rollout; VRAMMonitor's last reading next to torch's own counters."""
+
+    def __init__(self) -> None:
+        self.marks: list[tuple[float, int, int]] = []
+        self.monitor_vs_torch: dict[str, float] = {}
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if pl_module.device.type == "cuda":
+            torch.cuda.synchronize(pl_module.device)
+        self.marks.append((time.perf_counter(), int(pl_module.frames_done), int(pl_module.updates_done)))
+        monitor = next((callback for callback in trainer.callbacks if type(callback).__name__ == "VRAMMonitor"), None)
+        if monitor is not None and monitor.latest is not None and pl_module.device.type == "cuda":
+            metrics = monitor.latest.metrics
+            self.monitor_vs_torch = {
+                "monitor_allocated_gb": metrics.get("vram/allocated_gb", math.nan),
+                "torch_allocated_gb": torch.cuda.memory_allocated(pl_module.device) / GIB,
+                "monitor_reserved_gb": metrics.get("vram/reserved_gb", math.nan),
+                "torch_reserved_gb": torch.cuda.memory_reserved(pl_module.device) / GIB,
+                "monitor_peak_gb": metrics.get("vram/peak_gb", math.nan),
+                "torch_peak_gb": torch.cuda.max_memory_allocated(pl_module.device) / GIB,
+            }
+
+    def rates(self) -> dict[str, float]:
+        """Frames/s and updates/s from the end of the first rollout (workers started, compiled) to the last."""
+        if len(self.marks) < 2:
+            return {"frames_per_s": math.nan, "updates_per_s": math.nan, "timed_rollouts": 0}
+        (t0, f0, u0), (t1, f1, u1) = self.marks[0], self.marks[-1]
+        seconds = max(t1 - t0, 1e-9)
+        rollouts = len(self.marks) - 1
+        return {"frames_per_s": (f1 - f0) / seconds, "updates_per_s": (u1 - u0) / seconds, "timed_rollouts": rollouts}
+
+
+class Ballast(pl.Callback):
+    """Fills what the device allows after ``after_batches`` rollouts: the next update runs out of memory.
+
+    The OOM drill of ``gpu-check`` adds it on the command line (``--trainer.callbacks+=...``): it is how
+    another process taking the memory mid-run looks to this one, and the only way to see the real CUDA
+    out-of-memory path of a run whose settings passed the memory check.
+    """
+
+    def __init__(self, after_batches: int = 1, leave_mib: int = 64) -> None:
+        self.after_batches = after_batches
+        self.leave_mib = leave_mib
+        self.held: list[torch.Tensor] = []
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if batch_idx + 1 != self.after_batches or pl_module.device.type != "cuda":
+            return
+        from iquitos_lightning.hardware import cuda_free_and_total_bytes
+
+        free, _ = cuda_free_and_total_bytes(pl_module.device.index or 0)
+        chunk = 256 * 1024**2
+        while free - chunk > self.leave_mib * 1024**2:
+            try:
+                self.held.append(torch.empty(chunk, dtype=torch.uint8, device=pl_module.device))
+            except torch.OutOfMemoryError:
+                break
+            free -= chunk
+
+
+def profile_fit(config: str, rollouts: int, workdir: str) -> dict[str, Any]:
+    """A short fit of ``config`` through the project's CLI classes; peak memory, estimate, rates, monitor check."""
+    import yaml
+
+    from iquitos_lightning.agents import RLAgent
+    from iquitos_lightning.cli import IquitosLightningCLI
+    from iquitos_lightning.hardware import apply_memory_cap
+
+    cap = apply_memory_cap()
+    model_args = (yaml.safe_load(Path(config).read_text()) or {})["model"]["init_args"]
+    frames_per_batch = int(model_args["rollout"]["frames_per_batch"])
+    budget = frames_per_batch * rollouts
+    args = [
+        "--config",
+        config,
+        f"--model.init_args.rollout.frame_budget={budget}",
+        "--model.init_args.rollout.eval_episodes=0",
+        f"--model.init_args.rollout.eval_every_frames={budget}",
+        "--trainer.logger=false",
+        "--trainer.enable_progress_bar=false",
+        f"--trainer.default_root_dir={workdir}",
+        f"--checkpoint.dirpath={workdir}/checkpoints",
+        f"--checkpoint.every_n_frames={budget * 10}",
+        "--tracking.wandb=false",
+    ]
+    if "init_random_frames" in model_args:  # one random rollout, then learning (the profile's 8,760 would be all)
+        args.append(f"--model.init_args.init_random_frames={frames_per_batch}")
+    started = time.perf_counter()
+    cli = IquitosLightningCLI(RLAgent, subclass_mode_model=True, args=args, run=False, seed_everything_default=0)
+    probe = FitProbe()
+    cli.trainer.callbacks.append(probe)
+    agent = cli.model
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    cli.trainer.fit(agent)
+    estimate = agent.device_memory_estimate()
+    hparams = dict(agent.hparams)
+    return {
+        "config": config,
+        "algorithm": agent.algorithm,
+        "precision": str(cli.trainer.precision),
+        "hidden_sizes": list(hparams.get("hidden_sizes", [])),
+        "batch": hparams.get("batch_size") or hparams.get("minibatch_size") or frames_per_batch,
+        "frames_per_batch": frames_per_batch,
+        "frames_done": int(agent.frames_done),
+        "cap_gib": cap / GIB if cap else None,
+        "peak_allocated_gib": torch.cuda.max_memory_allocated() / GIB if cuda else None,
+        "peak_reserved_gib": torch.cuda.max_memory_reserved() / GIB if cuda else None,
+        "estimate_gib": estimate.total / GIB,
+        "estimate_parts": estimate.parts(),
+        **probe.rates(),
+        "monitor_vs_torch": probe.monitor_vs_torch,
+        "wall_s": time.perf_counter() - started,
+    }
+
+
+def update_cells(
+    algorithm: str, precision: str, switch_sets: list[str], accelerator: str, sizes: dict[str, Any]
+) -> dict[str, Any]:
+    from iquitos_lightning.bench.update_step import UpdateStepSizes, measure_update_step
+
+    step_sizes = UpdateStepSizes(**{**sizes, "hidden_sizes": tuple(sizes.get("hidden_sizes", (256, 256)))})
+    rows = []
+    for switches in switch_sets:
+        try:
+            rows.append(measure_update_step(algorithm, switches, precision, accelerator, step_sizes).as_dict())
+        except Exception as error:  # one failing cell must not hide the others: it is reported as failed
+            rows.append({"algorithm": algorithm, "switches": switches, "precision": precision, "error": _short(error)})
+    return {"rows": rows}
+
+
+def _short(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}".strip().splitlines()
+    return (text[0] if text else type(error).__name__)[:400]
+
+
+TASKS = {"profile-fit": profile_fit, "update-cells": update_cells}
+
+
+def main(argv: list[str] | None = None) -> int:
+    task, arguments, out = (sys.argv[1:] if argv is None else argv)[:3]
+    result = TASKS[task](**json.loads(arguments))
+    Path(out).write_text(json.dumps(result, indent=2, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

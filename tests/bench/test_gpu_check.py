@@ -1,0 +1,161 @@
+"""``gpu-check``: on a machine without CUDA it runs what applies and says why the rest was skipped; its verdicts
+(peak under the estimate and the cap, the fastest cell that matches eager) are computed, not assumed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from iquitos_lightning.bench.gpu_check import fastest_matching, judge_profile, judge_update_rows
+from iquitos_lightning.bench.gpu_check_report import markdown_report, profiles_section
+from iquitos_lightning.hardware import GIB, MEMORY_CAP_ENV, memory_cap_bytes
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_gpu_check_quick(out: Path) -> dict:
+    """``python -m iquitos_lightning gpu-check --quick`` as a user types it; its JSON report."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "iquitos_lightning", "gpu-check", "--quick", "--out", str(out)],
+        cwd=REPO,
+        env={**os.environ, "WANDB_MODE": "disabled"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    return json.loads((out / "gpu_check.json").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU path; on a GPU the test below runs the CUDA path")
+def test_gpu_check_on_a_cpu_times_the_update_step_and_reports_the_cuda_checks_as_skipped(tmp_path: Path) -> None:
+    out = tmp_path / "gpu-check"
+    report = run_gpu_check_quick(out)
+
+    seen = report["device"]["views"]["as is"]
+    assert seen["device"]["accelerator"] == "cpu"
+    assert {choice["class"] for choice in seen["choices"].values()} == {"cpu"}
+    assert list(report["device"]["views"]) == ["as is"]  # no cap view without CUDA
+    for section in ("profiles", "oom_drill", "buffer"):
+        assert "CUDA" in report[section]["skipped"]
+    rows = report["update_step"]["rows"]
+    assert [(row["algorithm"], row["precision"], row["switches"]) for row in rows] == [
+        ("sac", "32-true", "eager"),
+        ("ppo", "32-true", "eager"),
+        ("a2c", "32-true", "eager"),
+    ]
+    assert all(row["losses_finite"] and row["updates_per_s"] > 0 and row["matches_eager"] for row in rows)
+    assert set(report["update_step"]["fastest_matching"]) == {"sac", "ppo", "a2c"}
+    table = (out / "gpu_check.md").read_text()
+    assert table.count("Skipped:") == 3 and "| SAC | 32-true | eager |" in table
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run with pytest -m gpu on a GPU)")
+def test_gpu_check_quick_on_cuda_fits_a_profile_under_the_cap_and_passes_the_oom_drill(tmp_path: Path) -> None:
+    report = run_gpu_check_quick(tmp_path)
+    assert "capped to 8 GiB" in report["device"]["views"]
+    (profile,) = report["profiles"]
+    assert profile["under_estimate"] and profile["under_cap"] and profile["monitor_matches_torch"], profile
+    assert all(drill["passed"] for drill in report["oom_drill"].values()), report["oom_drill"]
+
+
+def test_memory_cap_is_read_in_gib_and_a_bad_value_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(MEMORY_CAP_ENV, raising=False)
+    assert memory_cap_bytes() is None
+    monkeypatch.setenv(MEMORY_CAP_ENV, "8")
+    assert memory_cap_bytes() == 8 * GIB
+    monkeypatch.setenv(MEMORY_CAP_ENV, "eight")
+    with pytest.raises(ValueError, match="in GiB"):
+        memory_cap_bytes()
+    monkeypatch.setenv(MEMORY_CAP_ENV, "-1")
+    with pytest.raises(ValueError, match="positive"):
+        memory_cap_bytes()
+
+
+def _profile_row(peak_allocated: float, peak_reserved: float, estimate: float) -> dict:
+    return {
+        "name": "profile-sac_rtx4060",
+        "config": "configs/sac_rtx4060.yaml",
+        "algorithm": "sac",
+        "precision": "16-mixed",
+        "hidden_sizes": [256, 256],
+        "batch": 256,
+        "peak_allocated_gib": peak_allocated,
+        "peak_reserved_gib": peak_reserved,
+        "estimate_gib": estimate,
+        "frames_per_s": 100.0,
+        "updates_per_s": 90.0,
+        "monitor_vs_torch": {
+            "monitor_allocated_gb": 0.1,
+            "torch_allocated_gb": 0.1,
+            "monitor_reserved_gb": 0.2,
+            "torch_reserved_gb": 0.25,
+            "monitor_peak_gb": 0.3,
+            "torch_peak_gb": 0.3,
+        },
+    }
+
+
+def test_a_profile_whose_reserved_peak_passes_its_estimate_or_the_cap_is_flagged() -> None:
+    within = judge_profile(_profile_row(0.4, 0.6, 0.7), cap_gib=8)
+    assert within["under_estimate"] and within["under_cap"]
+    over_estimate = judge_profile(_profile_row(0.4, 0.9, 0.7), cap_gib=8)  # reserved counts, not only allocated
+    assert not over_estimate["under_estimate"] and over_estimate["under_cap"]
+    over_cap = judge_profile(_profile_row(8.5, 8.6, 9.0), cap_gib=8)
+    assert over_cap["under_estimate"] and not over_cap["under_cap"]
+    assert not within["monitor_matches_torch"]  # reserved read 0.2 by the monitor, 0.25 by torch
+    assert "**NO**" in profiles_section([over_estimate], cap_gib=8)
+
+
+def _cell(switches: str, updates_per_s: float, loss: float, finite: bool = True) -> dict:
+    return {
+        "algorithm": "sac",
+        "precision": "bf16-mixed",
+        "switches": switches,
+        "switches_run": switches,
+        "updates_per_s": updates_per_s,
+        "losses_finite": finite,
+        "first_losses": {"loss_actor": loss, "loss_qvalue": 2 * loss},
+    }
+
+
+def test_the_fastest_cell_counts_only_if_its_losses_are_finite_and_match_eager() -> None:
+    rows = judge_update_rows(
+        [
+            {
+                "rows": [
+                    _cell("eager", 100.0, 1.0),
+                    _cell("compile", 400.0, 1.5),  # 50 % off eager's first losses: a different computation
+                    _cell("cuda_graphs", 300.0, 1.0, finite=False),
+                    _cell("compile+cuda_graphs", 250.0, 1.01),
+                ]
+            }
+        ]
+    )
+    assert [row["matches_eager"] for row in rows] == [True, False, True, True]
+    assert fastest_matching(rows)["sac"]["switches"] == "compile+cuda_graphs"
+
+
+def test_the_markdown_report_has_a_section_per_check() -> None:
+    report = {
+        "versions": {"python": "3.11", "torch": "2.13.0"},
+        "cap_gib": 8.0,
+        "wall_s": 1.0,
+        "device": {"views": {}},
+        "profiles": [judge_profile(_profile_row(0.4, 0.6, 0.7), cap_gib=8)],
+        "update_step": {"sizes": {"hidden_sizes": [256, 256], "batch_size": 256}, "rows": [], "not_run": []},
+        "oom_drill": {"skipped": "no CUDA"},
+        "buffer": {"skipped": "no CUDA"},
+    }
+    text = markdown_report(report)
+    for title in ("## Device", "## Training profiles", "## Update step", "## Out-of-memory drill", "## Replay buffer"):
+        assert title in text
+    assert "| configs/sac_rtx4060.yaml | SAC 16-mixed |" in text
