@@ -74,27 +74,26 @@ class Ballast(pl.Callback):
 
     The OOM drill of ``gpu-check`` adds it on the command line (``--trainer.callbacks+=...``): it is how
     another process taking the memory mid-run looks to this one, and the only way to see the real CUDA
-    out-of-memory path of a run whose settings passed the memory check.
+    out-of-memory path of a run whose settings passed the memory check. The allocator's cache is emptied
+    first and the device is filled down to its last kilobyte, so even a tiny network's next update fails.
     """
 
-    def __init__(self, after_batches: int = 1, leave_mib: int = 64) -> None:
+    CHUNK_BYTES = tuple(2**power for power in range(28, 8, -2))  # 256 MiB down to 512 B
+
+    def __init__(self, after_batches: int = 1) -> None:
         self.after_batches = after_batches
-        self.leave_mib = leave_mib
         self.held: list[torch.Tensor] = []
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         if batch_idx + 1 != self.after_batches or pl_module.device.type != "cuda":
             return
-        from iquitos_lightning.hardware import cuda_free_and_total_bytes
-
-        free, _ = cuda_free_and_total_bytes(pl_module.device.index or 0)
-        chunk = 256 * 1024**2
-        while free - chunk > self.leave_mib * 1024**2:
-            try:
-                self.held.append(torch.empty(chunk, dtype=torch.uint8, device=pl_module.device))
-            except torch.OutOfMemoryError:
-                break
-            free -= chunk
+        torch.cuda.empty_cache()
+        for chunk in self.CHUNK_BYTES:
+            while True:
+                try:
+                    self.held.append(torch.empty(chunk, dtype=torch.uint8, device=pl_module.device))
+                except torch.OutOfMemoryError:
+                    break
 
 
 def profile_fit(config: str, rollouts: int, workdir: str) -> dict[str, Any]:
