@@ -78,7 +78,7 @@ class Ballast(pl.Callback):
     first and the device is filled down to its last kilobyte, so even a tiny network's next update fails.
     """
 
-    CHUNK_BYTES = tuple(2**power for power in range(28, 8, -2))  # 256 MiB down to 512 B
+    CHUNK_BYTES = tuple(2**power for power in range(28, 8, -2))  # 256 MiB down to 1 KiB
 
     def __init__(self, after_batches: int = 1) -> None:
         self.after_batches = after_batches
