@@ -5,17 +5,17 @@ every value stays overridable on the command line and jsonargparse refuses unkno
 types with its own message. On top of plain LightningCLI it adds what RL runs need:
 - Trainer defaults for frame-budgeted training (no epoch limit, no sanity validation, log every
   rollout) and a CSVLogger under ``runs/<name>/`` (``trainer.logger``/``trainer.callbacks`` stay free);
-- a ``checkpoint`` group (:class:`~iquitos_lightning.agents.checkpointing.FrameCheckpoint`: every N
+- a ``checkpoint`` group (:class:`~iquitos_lightning.training.callbacks.frame_checkpoint.FrameCheckpoint`: every N
   env frames plus ``last``; its folder defaults to ``<logger save_dir>/<name>/checkpoints`` so
   ``fit --ckpt_path last`` finds it from one run version to the next);
-- GPU-only settings adapted to a CPU machine once (:mod:`iquitos_lightning.agents.devices`);
+- GPU-only settings adapted to a CPU machine once (:mod:`iquitos_lightning.profile.devices`);
 - the observing callbacks, each a configurable group (``--step_rate.*``, ``--vram.*``, ``--oom.*``,
   ``--report.*``) and the frames-counting rich progress bar whenever the progress bar is on;
-- tracking (:mod:`iquitos_lightning.tracking`): beside the CSV log, a W&B run in offline mode by
+- tracking (:mod:`iquitos_lightning.training.tracking`): beside the CSV log, a W&B run in offline mode by
   default (``WANDB_MODE=online`` opts in, ``disabled`` or ``--tracking.wandb false`` opts out) that
   receives the full resolved config;
 - a CUDA out-of-memory error ends the process with status 3 after the emergency checkpoint.
-- crash-safe checkpoint files (:class:`~iquitos_lightning.checkpoint_io.SafeCheckpointIO` is the
+- crash-safe checkpoint files (:class:`~iquitos_lightning.training.checkpoint_io.SafeCheckpointIO` is the
   default ``trainer.plugins``) and one-line errors: a :class:`~iquitos_lightning.errors.ProjectError`
   anywhere in the chain is printed as ``error: ...`` with its exit status, never as a traceback;
   a run stopped by Ctrl-C exits with 130 after its checkpoint is saved;
@@ -23,7 +23,7 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
   replace the command line's (plain LightningCLI merges them in, so a checkpoint of another agent
   fails inside jsonargparse and one of another env silently switches the run to that env).
 - ``profile: auto`` / ``--profile auto``: sizes, precision and buffer chosen for the device, explicit
-  settings win (:mod:`iquitos_lightning.auto_profile`).
+  settings win (:mod:`iquitos_lightning.profile.auto_profile`).
 """
 
 from __future__ import annotations
@@ -38,13 +38,8 @@ from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_warn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from iquitos_lightning.agents import RLAgent, interrupt
+from iquitos_lightning.agents import RLAgent
 from iquitos_lightning.agents.base import describe_identity
-from iquitos_lightning.agents.checkpointing import FrameCheckpoint
-from iquitos_lightning.agents.devices import AcceleratorUnavailable, adapt_to_machine
-from iquitos_lightning.auto_profile import add_profile_argument, apply_profile
-from iquitos_lightning.callbacks import OutOfMemoryHandler, RunReport, StepRate, VRAMMonitor, exit_on_out_of_memory
-from iquitos_lightning.checkpoint_io import SafeCheckpointIO
 from iquitos_lightning.errors import (
     INTERRUPTED_EXIT_CODE,
     TERMINATED_EXIT_CODE,
@@ -52,14 +47,26 @@ from iquitos_lightning.errors import (
     find_project_error,
     one_line,
 )
-from iquitos_lightning.memory_budget import InsufficientMemory
-from iquitos_lightning.tracking import TrackingConfig, resolve_wandb_mode, wandb_loggers
+from iquitos_lightning.profile.auto_profile import add_profile_argument, apply_profile
+from iquitos_lightning.profile.devices import AcceleratorUnavailable, adapt_to_machine
+from iquitos_lightning.profile.memory_budget import InsufficientMemory
+from iquitos_lightning.training.callbacks import (
+    FrameCheckpoint,
+    OutOfMemoryHandler,
+    RunReport,
+    StepRate,
+    VRAMMonitor,
+    exit_on_out_of_memory,
+    interrupt,
+)
+from iquitos_lightning.training.checkpoint_io import SafeCheckpointIO
+from iquitos_lightning.training.tracking import TrackingConfig, resolve_wandb_mode, wandb_loggers
 
 DEFAULT_LOGGER = {
     "class_path": "lightning.pytorch.loggers.CSVLogger",
     "init_args": {"save_dir": "runs", "name": "agent"},
 }
-SAFE_CHECKPOINT_IO = {"class_path": "iquitos_lightning.checkpoint_io.SafeCheckpointIO"}
+SAFE_CHECKPOINT_IO = {"class_path": "iquitos_lightning.training.checkpoint_io.SafeCheckpointIO"}
 
 
 class IquitosLightningCLI(LightningCLI):
@@ -140,7 +147,7 @@ class ConfigToWandb(SaveConfigCallback):
                 logger.experiment.config.update({"cli": yaml.safe_load(resolved)}, allow_val_change=True)
 
 
-PROGRESS_BAR = "iquitos_lightning.callbacks.RLProgressBar"
+PROGRESS_BAR = "iquitos_lightning.training.callbacks.RLProgressBar"
 
 
 def _has_progress_bar(callbacks: Any) -> bool:
@@ -161,7 +168,7 @@ def _with_wandb_logger(logger: Any, project: str) -> Any:
     root = _logger_root(loggers) or "runs/agent"
     name = root.rstrip("/").split("/")[-1]
     wandb = Namespace(
-        class_path="iquitos_lightning.tracking.OfflineFirstWandbLogger",
+        class_path="iquitos_lightning.training.tracking.OfflineFirstWandbLogger",
         init_args=Namespace(name=name, save_dir=root, project=project),
     )
     return [*loggers, wandb]

@@ -2,9 +2,9 @@
 
 from iquitos_lightning.agents.a2c import A2C
 from iquitos_lightning.agents.base import RLAgent, RolloutConfig
-from iquitos_lightning.agents.env_factory import EnvConfig, make_env
 from iquitos_lightning.agents.ppo import PPO
 from iquitos_lightning.agents.replay import ReplayBufferConfig
 from iquitos_lightning.agents.sac import SAC
+from iquitos_lightning.envs.factory import EnvConfig, make_env
 
 __all__ = ["A2C", "PPO", "SAC", "EnvConfig", "ReplayBufferConfig", "RLAgent", "RolloutConfig", "make_env"]

@@ -13,9 +13,9 @@ from torchrl.objectives import A2CLoss
 from torchrl.objectives.value import GAE
 
 from iquitos_lightning.agents.base import RLAgent, RolloutConfig
-from iquitos_lightning.agents.env_factory import EnvConfig
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor, make_state_value
 from iquitos_lightning.agents.speed import SpeedConfig
+from iquitos_lightning.envs.factory import EnvConfig
 
 
 class A2C(RLAgent):
@@ -36,7 +36,7 @@ class A2C(RLAgent):
         speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
 
-    algorithm = "a2c"  # the memory model and profile keys it uses (iquitos_lightning.profiles)
+    algorithm = "a2c"  # the memory model and profile keys it uses (iquitos_lightning.profile.profiles)
 
     def __init__(
         self,

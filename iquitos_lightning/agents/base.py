@@ -12,7 +12,7 @@ the same and easy to get subtly wrong, so it lives here once:
   before, by design).
 - **Budget**: training stops when ``frames_done`` reaches ``frame_budget`` (env frames), not on
   ``max_steps`` (Lightning's ``global_step`` counts optimizer steps: three per SAC update).
-- **Env**: built from :class:`~iquitos_lightning.agents.env_factory.EnvConfig` and kept in a plain
+- **Env**: built from :class:`~iquitos_lightning.envs.factory.EnvConfig` and kept in a plain
   holder, never as a child ``nn.Module`` (Lightning would move it to the GPU and checkpoint it).
 - **Evaluation**: validation/test roll out the deterministic policy over full episodes of a
   separate env with fixed seeds, under a forked RNG so evaluating never changes training; the
@@ -28,7 +28,7 @@ the same and easy to get subtly wrong, so it lives here once:
   (the replay buffer) go into the checkpoint; a run resumed from a checkpoint taken at an episode
   boundary repeats the uninterrupted run exactly; one taken mid-episode starts a fresh episode.
 
-Contract with the callbacks (:mod:`iquitos_lightning.callbacks.step_rate`): ``frames_done``,
+Contract with the callbacks (:mod:`iquitos_lightning.training.callbacks.step_rate`): ``frames_done``,
 ``frame_budget``, ``updates_done``, ``episodes_done``, ``last_episode_return``.
 """
 
@@ -53,13 +53,19 @@ from torchrl.collectors import BaseCollector
 from torchrl.envs import EnvBase, ExplorationType, set_exploration_type
 
 from iquitos_lightning.agents.collection import collects_in_process, make_collector, pushes_weights_itself
-from iquitos_lightning.agents.env_factory import EnvConfig, episode_seeding, make_env, site_env
-from iquitos_lightning.agents.numerics import NonFiniteGuard, find_nonfinite
+from iquitos_lightning.agents.guards import NonFiniteGuard, find_nonfinite
 from iquitos_lightning.agents.replay import bytes_per_transition
-from iquitos_lightning.agents.sampling import collection_policy
 from iquitos_lightning.agents.speed import SpeedConfig, apply_tf32, compiled, graphed, plan_speed
+from iquitos_lightning.envs.factory import EnvConfig, episode_seeding, make_env, site_env
 from iquitos_lightning.errors import ConfigError
-from iquitos_lightning.memory_budget import DeviceEstimate, Workload, check_device_fits, device_estimate, network_shapes
+from iquitos_lightning.fastpath.tanh_normal import collection_policy
+from iquitos_lightning.profile.memory_budget import (
+    DeviceEstimate,
+    Workload,
+    check_device_fits,
+    device_estimate,
+    network_shapes,
+)
 
 ConfigT = TypeVar("ConfigT")
 
@@ -96,7 +102,9 @@ class _Runtime:
         self.train_env = train_env
         self.eval_env: EnvBase | None = None
         self.collector: BaseCollector | None = None
-        self.collection_policy: Any = None  # what the collector runs (agents/sampling.py), built with the collector
+        self.collection_policy: Any = (
+            None  # what the collector runs (fastpath/tanh_normal.py)
+        )
         self.iterator: Any = None
         self.loss_fn: Any = None  # the agent's loss_terms, compiled or not (planned on the first update of a fit)
         self.update_fn: Any = None  # the agent's update, CUDA-graphed or not
@@ -375,8 +383,8 @@ class RLAgent(pl.LightningModule):
         return logged
 
     def device_memory_estimate(self) -> DeviceEstimate:
-        """Device memory one update needs with these settings (:mod:`iquitos_lightning.memory_budget`): checked at
-        the start of every fit on CUDA, so a run that cannot fit refuses before its first rollout."""
+        """Device memory one update needs with these settings (:mod:`~iquitos_lightning.profile.memory_budget`): checked
+        at the start of every fit on CUDA, so a run that cannot fit refuses before its first rollout."""
         example = self.train_env.fake_tensordict()
         with torch.no_grad():
             self.exploration_policy(example)  # what the collector stores next to each transition
@@ -528,7 +536,7 @@ class RLAgent(pl.LightningModule):
         site = site_env(self.eval_env)
         if site is None:
             return None
-        from iquitos_lightning.control.kpis import compute_kpis
+        from iquitos_lightning.metrics.kpis import compute_kpis
 
         kpis = compute_kpis(site.flows(), site.departures(), site.site_config)
         self.log_dict({f"{stage}/kpi/{name}": value for name, value in kpis.items()}, on_epoch=True, batch_size=1)

@@ -24,7 +24,7 @@ One worker with neither switch collects in the training process (``Collector``),
 resume exact: the env's episode counter and the RNG live where the checkpoint can read them. Worker
 processes keep their own, so a resumed run with workers or overlap restarts the workers' episode
 streams (README "Resuming a run"). Workers are started with TorchRL's default ``spawn``: they rebuild
-their env from a picklable maker (:func:`~iquitos_lightning.agents.env_factory.worker_env_makers`).
+their env from a picklable maker (:func:`~iquitos_lightning.envs.factory.worker_env_makers`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from torch import nn
 from torchrl.collectors import BaseCollector, Collector, MultiAsyncCollector, MultiSyncCollector
 from torchrl.envs import EnvBase
 
-from iquitos_lightning.agents.env_factory import EnvConfig, worker_env_makers
+from iquitos_lightning.envs.factory import EnvConfig, worker_env_makers
 
 
 class _PushesLearnerWeights:

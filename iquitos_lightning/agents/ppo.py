@@ -17,9 +17,9 @@ from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
 
 from iquitos_lightning.agents.base import RLAgent, RolloutConfig
-from iquitos_lightning.agents.env_factory import EnvConfig
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor, make_state_value
 from iquitos_lightning.agents.speed import SpeedConfig
+from iquitos_lightning.envs.factory import EnvConfig
 from iquitos_lightning.errors import ConfigError
 
 
@@ -46,7 +46,7 @@ class PPO(RLAgent):
         speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
 
-    algorithm = "ppo"  # the memory model and profile keys it uses (iquitos_lightning.profiles)
+    algorithm = "ppo"  # the memory model and profile keys it uses (iquitos_lightning.profile.profiles)
 
     def __init__(
         self,

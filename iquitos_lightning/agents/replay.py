@@ -21,7 +21,7 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.data import LazyMemmapStorage, LazyTensorStorage, TensorDictReplayBuffer
 
 from iquitos_lightning.errors import ConfigError
-from iquitos_lightning.hardware import GIB, detect_device
+from iquitos_lightning.profile.hardware import GIB, detect_device
 
 # Keys the collector adds that no loss reads (trajectory ids restart on resume): kept out of the buffer.
 EXCLUDED_KEYS = ("collector",)

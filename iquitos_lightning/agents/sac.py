@@ -24,7 +24,6 @@ from torch.optim import Adam
 from torchrl.objectives import SACLoss
 
 from iquitos_lightning.agents.base import RLAgent, RolloutConfig, as_config
-from iquitos_lightning.agents.env_factory import EnvConfig
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor, make_q_value
 from iquitos_lightning.agents.replay import (
     ReplayBufferConfig,
@@ -37,7 +36,8 @@ from iquitos_lightning.agents.replay import (
     transition_for_buffer,
 )
 from iquitos_lightning.agents.speed import SpeedConfig
-from iquitos_lightning.agents.target_update import ForeachSoftUpdate
+from iquitos_lightning.envs.factory import EnvConfig
+from iquitos_lightning.fastpath.soft_update import ForeachSoftUpdate
 
 # Batches of this many updates are drawn from the buffer and moved to the device at once: one index draw,
 # one gather and one host-to-device copy instead of one each per update. The buffer samples uniformly with
@@ -74,7 +74,7 @@ class SAC(RLAgent):
         speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
 
-    algorithm = "sac"  # the memory model and profile keys it uses (iquitos_lightning.profiles)
+    algorithm = "sac"  # the memory model and profile keys it uses (iquitos_lightning.profile.profiles)
     off_policy = True  # may collect one rollout ahead (rollout.overlap)
 
     def __init__(

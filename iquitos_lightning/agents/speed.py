@@ -2,7 +2,7 @@
 
 Why switches, off by default: on a GPU, small-MLP RL is bound by kernel launches, and compiling
 the update plus replaying it as a CUDA graph is what published numbers credit for large gains
-(FACTS.md). Each switch must earn its place by measurement (``scripts/bench_speed.py``, the
+(FACTS.md). Each switch must earn its place by measurement (``benchmarks/bench_speed.py``, the
 ``bench`` command), so each is opt-in in the agents and turned on by the configs where measured:
 on the 2-core CPU, ``compile`` doubled SAC's updates/s at 64x64, so ``sac_cpu.yaml`` and the CPU
 profile turn it on for SAC (docs/performance.md).

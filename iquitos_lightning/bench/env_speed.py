@@ -4,8 +4,8 @@ Why three layers: the wrapper overhead is what our code adds on top of the simul
 ``CityLearnEnv.step`` of the same schema as CityLearn ships it (its action-feedback records on), given
 the very actions our env would pass it (sockets without an EV masked to 0); "gym" is
 :class:`~iquitos_lightning.envs.citylearn.IquitosEnv` (physics
-reads, reward terms, observation); "torchrl" is the env of :func:`~iquitos_lightning.agents.env_factory.make_env`
-(:class:`~iquitos_lightning.agents.gym_env.FlatGymEnv` over it) stepped as the collector steps it. Besides each
+reads, reward terms, observation); "torchrl" is the env of :func:`~iquitos_lightning.envs.factory.make_env`
+(:class:`~iquitos_lightning.envs.gym_env.FlatGymEnv` over it) stepped as the collector steps it. Besides each
 layer's overhead over raw CityLearn, the TorchRL layer's own cost over IquitosEnv is reported: the part of a
 frame that is ours alone, since Stable-Baselines3 steps IquitosEnv too.
 Each layer has its own simulator instance; the three run interleaved, ``steps`` steps per round.
@@ -84,7 +84,7 @@ def _gym_runner(site: str, data_root: Path, steps: int, seed: int, before: bool 
 
 
 def _torchrl_runner(site: str, data_root: Path, steps: int, seed: int):
-    from iquitos_lightning.agents.env_factory import EnvConfig, make_env
+    from iquitos_lightning.envs.factory import EnvConfig, make_env
 
     env = make_env(EnvConfig(site=site, data_root=str(data_root), seed=seed))
     generator = torch.Generator().manual_seed(seed)
@@ -105,8 +105,8 @@ def _torchrl_runner(site: str, data_root: Path, steps: int, seed: int):
 def _torchrl_before_runner(site: str, data_root: Path, steps: int, seed: int):
     from torchrl.envs import DoubleToFloat, GymWrapper, RewardSum, StepCounter, TransformedEnv
 
-    from iquitos_lightning.agents.env_factory import EpisodeSeeding
     from iquitos_lightning.envs.citylearn import make_iquitos_env, record_action_feedback
+    from iquitos_lightning.envs.factory import EpisodeSeeding
 
     gym_env = make_iquitos_env(site, data_root=data_root)
     gym_env._transition = gym_env.citylearn.step

@@ -71,7 +71,7 @@ class BenchConfig:
 
 
 # The algorithms whose CPU config compiles the update step: SAC, whose learner must keep up with the worker
-# that collects one rollout ahead (scripts/bench_speed.py, 64x64 at the 38-socket site's shapes: 54 -> 105
+# that collects one rollout ahead (benchmarks/bench_speed.py, 64x64 at the 38-socket site's shapes: 54 -> 105
 # updates/s). PPO and A2C spend most of a rollout collecting; compiling their few updates per rollout made no
 # difference beyond the machine's noise, so they stay eager (docs/performance.md).
 COMPILED_ON_CPU = ("SAC",)

@@ -22,7 +22,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from iquitos_lightning.atomic_files import ensure_writable_folder, write_atomically
-from iquitos_lightning.control.kpis import DEPARTURE_SOC_TOLERANCE, compute_kpis, unavoidable_unmet_kwh
 from iquitos_lightning.control.optimum import (
     DEFAULT_COST_WEIGHT,
     THROUGHPUT_WEIGHT,
@@ -37,6 +36,7 @@ from iquitos_lightning.control.references import (
     UncontrolledController,
 )
 from iquitos_lightning.control.rollout import RolloutResult, run_controller
+from iquitos_lightning.metrics.kpis import DEPARTURE_SOC_TOLERANCE, compute_kpis, unavoidable_unmet_kwh
 from iquitos_lightning.report.plots import plot_dispatch_week, plot_monthly_energy
 from iquitos_lightning.report.tables import kpi_table, to_markdown, to_rich
 from iquitos_lightning.site.config import SiteConfig, load_site_config

@@ -39,7 +39,8 @@ from citylearn.reward_function import RewardFunction
 
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
 from iquitos_lightning.envs.site_tables import build_site_tables, observation_vector
-from iquitos_lightning.envs.state import DEPARTURE_COLUMNS, FLOW_COLUMNS, SiteState
+from iquitos_lightning.envs.state import SiteState
+from iquitos_lightning.metrics.flows import DEPARTURE_COLUMNS, FLOW_COLUMNS
 from iquitos_lightning.site.build import build_site, charger_id, ev_name
 from iquitos_lightning.site.config import SiteConfig, load_site_config
 from iquitos_lightning.site.series import SiteSeries

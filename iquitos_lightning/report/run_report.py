@@ -1,6 +1,6 @@
 """The files of one run's report: KPI row, learning curve, dispatch week and a Markdown summary.
 
-Why apart from the callback (:mod:`iquitos_lightning.callbacks.report`): writing is plain data in,
+Why apart from the callback (:mod:`iquitos_lightning.training.callbacks.report`): writing is plain data in,
 files out, so the ``compare`` command and tests can call it without a Trainer. The KPI row uses
 the reference table's format (:mod:`iquitos_lightning.report.tables`), so an agent's row reads
 like the baselines' rows.
@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from iquitos_lightning.control.kpis import KPI_UNITS  # noqa: E402
+from iquitos_lightning.metrics.kpis import KPI_UNITS  # noqa: E402
 from iquitos_lightning.report.plots import plot_dispatch_week, save_figure  # noqa: E402
 from iquitos_lightning.report.tables import kpi_table, to_markdown  # noqa: E402
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iquitos_lightning.control.kpis import energy_balance_residual_kw
 from iquitos_lightning.envs.citylearn import IquitosEnv, make_iquitos_env, record_action_feedback
 from iquitos_lightning.envs.reward import RewardWeights
-from iquitos_lightning.envs.state import DEPARTURE_COLUMNS, FLOW_COLUMNS
+from iquitos_lightning.metrics.flows import DEPARTURE_COLUMNS, FLOW_COLUMNS
+from iquitos_lightning.metrics.kpis import energy_balance_residual_kw
 
 TINY = Path("configs/site/tiny.yaml")
 

@@ -1,0 +1,155 @@
+"""The auto profile inside LightningCLI: the ``profile`` option, and filling the values the user did not write.
+
+Why a module of its own: :mod:`iquitos_lightning.cli` only calls :func:`add_profile_argument` and
+:func:`apply_profile`; the choice itself is :func:`iquitos_lightning.profile.profiles.choose_profile`.
+``profile: auto`` (or ``--profile auto``) reads the device, builds the env once to learn its sizes
+(observation, action, bytes per stored transition), chooses, writes the automatic values into the
+parsed config before the classes are instantiated, and prints one table. What the user wrote on
+the command line or in a config file wins (:mod:`iquitos_lightning.profile.explicit_settings`); on resume
+from a checkpoint file the model's values come from the checkpoint and are kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from jsonargparse import Namespace
+from jsonargparse.typing import import_object
+from rich.console import Console
+
+from iquitos_lightning.profile.explicit_settings import explicit_keys, is_explicit
+from iquitos_lightning.profile.hardware import DeviceInfo, detect_device
+from iquitos_lightning.profile.memory_budget import Workload
+from iquitos_lightning.profile.profiles import ProfileChoice, choose_profile, print_profile_table
+
+ProfileName = Literal["off", "auto", "cpu", "gpu-8gb", "gpu-16gb", "gpu-datacenter"]
+PROFILE_KEYS = (
+    "trainer.precision",
+    "trainer.benchmark",
+    "model.hidden_sizes",
+    "model.batch_size",
+    "model.minibatch_size",
+    "model.buffer.capacity",
+    "model.buffer.storage",
+    "model.speed.compile",
+    "model.speed.cuda_graphs",
+    "model.speed.tf32",
+)
+
+
+def add_profile_argument(parser: Any) -> None:
+    parser.add_argument(
+        "--profile",
+        type=ProfileName,
+        default="off",
+        help="Hardware profile: 'auto' picks batch, network, precision and buffer sizes for this device "
+        "(explicit settings win); a class name (cpu, gpu-8gb, gpu-16gb, gpu-datacenter) forces that class; "
+        "'off' uses the config as written.",
+    )
+
+
+def config_path(key: str) -> str:
+    """``model.batch_size`` -> ``model.init_args.batch_size`` (where LightningCLI keeps model arguments)."""
+    head, _, rest = key.partition(".")
+    return f"model.init_args.{rest}" if head == "model" else key
+
+
+def apply_profile(
+    config: Namespace, written_args: Sequence[str], device: DeviceInfo | None = None, console: Console | None = None
+) -> ProfileChoice | None:
+    """Choose and write the profile's values into ``config`` (one subcommand's namespace); None when off."""
+    mode = config.get("profile") or "off"
+    if mode == "off":
+        return None
+    device = device or detect_device()
+    algorithm = getattr(import_object(str(config["model.class_path"])), "algorithm", None) or "unknown"
+    written = explicit_keys(written_args)
+    ckpt_path = config.get("ckpt_path")
+    from_checkpoint = bool(ckpt_path) and Path(str(ckpt_path)).is_file()
+    overrides: dict[str, Any] = {}
+    checkpoint_keys = set()
+    for key in PROFILE_KEYS:
+        restored = from_checkpoint and key.startswith("model.")
+        if (is_explicit(key, written) or restored) and _has(config, config_path(key)):
+            overrides[key] = _get(config, config_path(key))
+            if restored and not is_explicit(key, written):
+                checkpoint_keys.add(key)
+    choice = choose_profile(
+        device,
+        algorithm,
+        overrides,
+        workload_of(config["model.init_args"], algorithm),
+        profile_class=None if mode == "auto" else mode,
+        checkpoint_keys=frozenset(checkpoint_keys),
+    )
+    for key, value in choice.automatic_values().items():
+        _set(config, config_path(key), value)
+    print_profile_table(choice, console)
+    return choice
+
+
+def workload_of(model_args: Namespace, algorithm: str) -> Workload:
+    """Sizes of the configured env: built once here (the agent builds its own), with the policy's outputs that the
+    collector stores next to each transition (SAC's actor writes no log-probability: networks.make_actor)."""
+    from iquitos_lightning.agents.base import RolloutConfig, as_config
+    from iquitos_lightning.agents.networks import make_actor
+    from iquitos_lightning.agents.replay import bytes_per_transition
+    from iquitos_lightning.envs.factory import EnvConfig, make_env
+
+    env = make_env(as_config(EnvConfig, _plain(model_args.get("env"))))
+    try:
+        example = env.fake_tensordict()
+        with torch.no_grad():
+            make_actor(env, (8,), return_log_prob=algorithm != "sac")(example)
+        rollout = as_config(RolloutConfig, _plain(model_args.get("rollout")))
+        return Workload(
+            observation_dim=int(example["observation"].shape[-1]),
+            action_dim=int(env.action_spec.shape[-1]),
+            transition_bytes=bytes_per_transition(example),
+            frames_per_batch=rollout.frames_per_batch,
+        )
+    finally:
+        env.close()
+
+
+def _has(config: Namespace, path: str) -> bool:
+    """Whether ``path`` exists in ``config`` (a parent group that is None, like an unset ``buffer``, counts)."""
+    parent, _, _ = path.rpartition(".")
+    return path in config or (parent in config and config[parent] is None)
+
+
+def _get(config: Namespace, path: str) -> Any:
+    parent, _, leaf = path.rpartition(".")
+    if parent in config and config[parent] is None:
+        return getattr(_group_defaults(parent), leaf)
+    return _plain(config[path])
+
+
+def _set(config: Namespace, path: str, value: Any) -> None:
+    """Set ``path``; a dataclass group that is still None (``buffer``, ``speed``) is first filled with its defaults."""
+    parent, _, _ = path.rpartition(".")
+    if parent in config and config[parent] is None:
+        config[parent] = Namespace(**asdict(_group_defaults(parent)))
+    if path in config or parent in config:
+        config[path] = value
+
+
+def _group_defaults(path: str) -> Any:
+    from iquitos_lightning.agents.replay import ReplayBufferConfig
+    from iquitos_lightning.agents.speed import SpeedConfig
+
+    groups = {"model.init_args.buffer": ReplayBufferConfig, "model.init_args.speed": SpeedConfig}
+    return groups[path]()
+
+
+def _plain(value: Any) -> Any:
+    """A jsonargparse Namespace as a dict (the form ``as_config`` and the profile table take)."""
+    if isinstance(value, Namespace):
+        return value.as_dict()
+    if isinstance(value, tuple):
+        return list(value)
+    return value
