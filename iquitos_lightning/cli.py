@@ -33,13 +33,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from jsonargparse import Namespace
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_warn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from iquitos_lightning.agents import RLAgent
-from iquitos_lightning.agents.base import describe_identity
+from iquitos_lightning.agents.resume import describe_identity
 from iquitos_lightning.errors import (
     INTERRUPTED_EXIT_CODE,
     TERMINATED_EXIT_CODE,
@@ -141,8 +142,6 @@ class ConfigToWandb(SaveConfigCallback):
         loggers = wandb_loggers(trainer.loggers)
         if loggers:
             resolved = self.parser.dump(self.config, skip_none=False, format="yaml")
-            import yaml
-
             for logger in loggers:
                 logger.experiment.config.update({"cli": yaml.safe_load(resolved)}, allow_val_change=True)
 

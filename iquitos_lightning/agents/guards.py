@@ -1,4 +1,4 @@
-"""Non-finite losses and gradients: skip that update, count it, and stop after too many in a row.
+"""Non-finite losses and gradients: skip that update, count it, and stop after too many in a row (the guard).
 
 Why: one NaN gradient step turns every weight into NaN and a year-long run keeps going, logging NaN,
 until someone looks. Checking before the optimizers step keeps the weights (and Adam's moments)
@@ -13,7 +13,7 @@ skips those steps itself); the losses are still checked.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -84,3 +84,42 @@ class NonFiniteGuard:
                 "with --model.rollout.max_nonfinite_in_a_row"
             )
         return starts_streak
+
+
+def backward_and_step(
+    optimizers: Sequence[torch.optim.Optimizer],
+    backward: Callable[[torch.Tensor], None],
+    total: torch.Tensor,
+    losses: Mapping[str, torch.Tensor],
+    terms_of_optimizers: Sequence[str],
+    *,
+    check: bool,
+    gradients_checked_by_scaler: bool,
+) -> str | None:
+    """Backward ``total`` and step every optimizer, unless a loss term or a gradient is non-finite.
+
+    ``losses`` holds the (detached) terms ``total`` sums (the ``loss_*`` ones are checked and named);
+    ``terms_of_optimizers`` names, per optimizer, the loss term its gradients come from. On a fault no
+    optimizer steps and the gradients are dropped. ``check`` False (inside a CUDA graph, where the host sync
+    cannot run) steps unchecked; under fp16 mixed precision the GradScaler checks the gradients itself.
+    Returns the faulty term, or None when the update was applied.
+    """
+    loss_terms = {name: value for name, value in losses.items() if name.startswith("loss_")}
+    for optimizer in optimizers:
+        optimizer.zero_grad(set_to_none=True)
+    backward(total)
+    if check:
+        gradients = {
+            term: []
+            if gradients_checked_by_scaler
+            else [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+            for optimizer, term in zip(optimizers, terms_of_optimizers, strict=True)
+        }
+        fault = find_nonfinite(loss_terms, gradients)
+        if fault is not None:
+            for optimizer in optimizers:
+                optimizer.zero_grad(set_to_none=True)
+            return fault
+    for optimizer in optimizers:
+        optimizer.step()
+    return None

@@ -39,6 +39,7 @@ class EnvSpeed:
 
 
 def _raw_runner(site: str, data_root: Path, steps: int, seed: int):
+    # lazy: CityLearn and TorchRL load only for the layers this section times
     from iquitos_lightning.envs.citylearn import make_iquitos_env, record_action_feedback
 
     env = make_iquitos_env(site, data_root=data_root)
@@ -64,6 +65,7 @@ def _raw_runner(site: str, data_root: Path, steps: int, seed: int):
 
 
 def _gym_runner(site: str, data_root: Path, steps: int, seed: int, before: bool = False):
+    # lazy: CityLearn and TorchRL load only for the layers this section times
     from iquitos_lightning.envs.citylearn import make_iquitos_env, record_action_feedback
 
     env = make_iquitos_env(site, data_root=data_root)
@@ -84,6 +86,7 @@ def _gym_runner(site: str, data_root: Path, steps: int, seed: int, before: bool 
 
 
 def _torchrl_runner(site: str, data_root: Path, steps: int, seed: int):
+    # lazy: CityLearn and TorchRL load only for the layers this section times
     from iquitos_lightning.envs.factory import EnvConfig, make_env
 
     env = make_env(EnvConfig(site=site, data_root=str(data_root), seed=seed))
@@ -103,6 +106,7 @@ def _torchrl_runner(site: str, data_root: Path, steps: int, seed: int):
 
 
 def _torchrl_before_runner(site: str, data_root: Path, steps: int, seed: int):
+    # lazy: CityLearn and TorchRL load only for the layers this section times
     from torchrl.envs import DoubleToFloat, GymWrapper, RewardSum, StepCounter, TransformedEnv
 
     from iquitos_lightning.envs.citylearn import make_iquitos_env, record_action_feedback

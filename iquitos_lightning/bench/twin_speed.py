@@ -36,6 +36,7 @@ def citylearn_steps_per_second(
     site: str | Path, data_root: Path, steps: int = 50, seed: int = 0
 ) -> tuple[float, float]:
     """CityLearn's Gymnasium env: steps per wall second and per CPU second over ``steps`` random steps."""
+    # lazy: each measurement loads only the simulators and agents it runs (CityLearn, torch, Lightning)
     from iquitos_lightning.envs.citylearn import make_iquitos_env
 
     env = make_iquitos_env(site, data_root=data_root)
@@ -131,6 +132,7 @@ def long_equivalence(
 
     ``compile_physics``: replay on the compiled twin (checks that compiling changes nothing).
     """
+    # lazy: each measurement loads only the simulators and agents it runs (CityLearn, torch, Lightning)
     from iquitos_lightning.bench.equivalence import citylearn_trajectory, compare, twin_trajectories
     from iquitos_lightning.control.references import RuleBasedController, UncontrolledController
     from iquitos_lightning.envs.citylearn import make_iquitos_env
@@ -183,6 +185,7 @@ def training_speed(
 
     Returns the row and keeps the trained agent under the ``"agent"`` key (for a CityLearn evaluation).
     """
+    # lazy: each measurement loads only the simulators and agents it runs (CityLearn, torch, Lightning)
     from iquitos_lightning.agents import A2C, PPO, EnvConfig, RolloutConfig
 
     agent_class = {"PPO": PPO, "A2C": A2C}[agent]
@@ -231,6 +234,7 @@ def policy_on_both(
 
     Each simulator feeds the policy its own observations, so this checks the whole loop, not a replay.
     """
+    # lazy: each measurement loads only the simulators and agents it runs (CityLearn, torch, Lightning)
     from torchrl.envs import ExplorationType, set_exploration_type
 
     from iquitos_lightning.bench.equivalence import kpi_relative_differences, max_relative_error

@@ -36,14 +36,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
+import numpy as np
 import torch
 from torchrl.envs import DoubleToFloat, EnvBase, GymWrapper, RewardSum, StepCounter, TransformedEnv
 
 from iquitos_lightning.envs.finite import FiniteValues
-from iquitos_lightning.envs.gym_env import FlatGymEnv, is_flat_box_env
+from iquitos_lightning.envs.gym_env import FlatGymEnv, SpecsOnly, is_flat_box_env
+from iquitos_lightning.envs.site_data import site_config_of
+from iquitos_lightning.envs.site_tables import observation_names
 from iquitos_lightning.errors import ConfigError
 
 IQUITOS = "iquitos"
@@ -85,6 +88,7 @@ class EnvConfig:
             raise ValueError("num_workers > 1 is for CityLearn and Gymnasium envs: the twin batches with num_envs")
 
 
+@runtime_checkable
 class EpisodeCounter(Protocol):
     """What checkpoints read and write on a training env: how many resets it has done."""
 
@@ -107,6 +111,7 @@ class EpisodeSeeding(gym.Wrapper):
 
 def _make_gym_env(config: EnvConfig) -> gym.Env:
     if config.name == IQUITOS:
+        # lazy: CityLearn (and pvlib behind the site builder) load in seconds; Gymnasium-only runs never need them
         from iquitos_lightning.envs.citylearn import make_iquitos_env
 
         return make_iquitos_env(config.site, data_root=Path(config.data_root))
@@ -128,12 +133,28 @@ def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
     env (specs, and the seed stream of worker 0); the workers build theirs from :func:`worker_env_makers`.
     """
     if config.name == IQUITOS and config.backend == TWIN and not evaluation:
+        # lazy: the twin reads the built site (pvlib behind the site builder); Gymnasium-only runs never need it
         from iquitos_lightning.envs.twin import make_torchrl_twin
 
         return make_torchrl_twin(
             config.site, data_root=Path(config.data_root), num_envs=config.num_envs, compile_physics=config.compile_twin
         )
     return _make_single_env(config, config.eval_seed if evaluation else config.seed)
+
+
+def env_specs(config: EnvConfig) -> EnvBase:
+    """An env with the specs of ``make_env(config)``'s training env, for sizing a run before the agent exists.
+
+    For the Iquitos site the specs follow from the site config alone (observation layout and socket count), so
+    no dataset is built and no CityLearn loaded: :class:`~iquitos_lightning.envs.gym_env.SpecsOnly`. A Gymnasium
+    id is cheap to build, so it is built. Close it after use.
+    """
+    if config.name != IQUITOS:
+        return make_env(config)
+    sockets = site_config_of(config.site).ev.socket_count
+    observation = gym.spaces.Box(-np.inf, np.inf, (len(observation_names(sockets)),), np.float32)
+    action = gym.spaces.Box(-1.0, 1.0, (1 + sockets,), np.float32)
+    return SpecsOnly(observation, action)
 
 
 def worker_env_makers(config: EnvConfig) -> list[Callable[[], EnvBase]]:
@@ -185,14 +206,14 @@ def _has_float64(env: EnvBase) -> bool:
 def episode_seeding(env: EnvBase) -> EpisodeCounter:
     """The :class:`EpisodeSeeding` wrapper inside an env made by :func:`make_env` (the twin itself for the twin:
     it is deterministic, so its reset counter is all there is to restore)."""
-    from iquitos_lightning.envs.twin import IquitosTwin
-
     if isinstance(env, FlatGymEnv):
         seeding = env.gym_env
-    elif isinstance(env.base_env, IquitosTwin):
-        return env.base_env
+    elif isinstance(env.base_env, GymWrapper):
+        seeding = env.base_env._env  # GymWrapper keeps the Gymnasium env it wraps there
+    elif isinstance(env.base_env, EpisodeCounter):
+        return env.base_env  # the twin counts its own resets
     else:
-        seeding = env.base_env._env
+        seeding = None
     if not isinstance(seeding, EpisodeSeeding):
         raise TypeError("env was not built by make_env(): no EpisodeSeeding wrapper inside")
     return seeding

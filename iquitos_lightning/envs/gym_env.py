@@ -42,6 +42,41 @@ def is_flat_box_env(env: gym.Env) -> bool:
     return all(isinstance(space, gym.spaces.Box) and len(space.shape) == 1 for space in spaces)
 
 
+def set_flat_specs(env: EnvBase, observation_space: gym.spaces.Box, action_space: gym.spaces.Box) -> None:
+    """Give ``env`` the specs the general stack declares for these spaces, so networks, collectors and
+    checkpoints see no difference (also what :class:`SpecsOnly` declares)."""
+    env.observation_spec = Composite(
+        observation=_box_spec(observation_space),
+        step_count=Bounded(0, torch.iinfo(torch.int64).max, shape=(1,), dtype=torch.int64),
+        episode_reward=Unbounded(shape=(1,), dtype=torch.float32),
+    )
+    env.action_spec = _box_spec(action_space)
+    env.reward_spec = Unbounded(shape=(1,), dtype=torch.float32)
+    flag = Categorical(2, shape=(1,), dtype=torch.bool)
+    env.full_done_spec = Composite(done=flag.clone(), terminated=flag.clone(), truncated=flag.clone())
+
+
+class SpecsOnly(EnvBase):
+    """The specs of a :class:`FlatGymEnv` over these spaces, without any simulator behind them.
+
+    Why: the auto profile sizes a run from the env's specs (observation and action size, bytes per stored
+    transition); for the Iquitos site those follow from its config alone, so no site has to be built (and
+    CityLearn loaded) a second time before the agent builds its own. Stepping it is refused.
+    """
+
+    def __init__(self, observation_space: gym.spaces.Box, action_space: gym.spaces.Box) -> None:
+        super().__init__(device="cpu", batch_size=torch.Size([]))
+        set_flat_specs(self, observation_space, action_space)
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
+        raise TypeError("SpecsOnly describes an env's specs; build the env itself to run it")
+
+    _step = _reset
+
+    def _set_seed(self, seed: int | None) -> None:
+        return None
+
+
 class FlatGymEnv(EnvBase):
     """``env`` as a TorchRL env on the CPU: float32 observation and reward, a step count and the episode's return."""
 
@@ -55,16 +90,7 @@ class FlatGymEnv(EnvBase):
         self._env = env
         self._steps = 0
         self._episode_reward = 0.0
-        # The specs the general stack declares, so networks, collectors and checkpoints see no difference.
-        self.observation_spec = Composite(
-            observation=_box_spec(env.observation_space),
-            step_count=Bounded(0, torch.iinfo(torch.int64).max, shape=(1,), dtype=torch.int64),
-            episode_reward=Unbounded(shape=(1,), dtype=torch.float32),
-        )
-        self.action_spec = _box_spec(env.action_space)
-        self.reward_spec = Unbounded(shape=(1,), dtype=torch.float32)
-        flag = Categorical(2, shape=(1,), dtype=torch.bool)
-        self.full_done_spec = Composite(done=flag.clone(), terminated=flag.clone(), truncated=flag.clone())
+        set_flat_specs(self, env.observation_space, env.action_space)
         self._action_dtype = env.action_space.dtype
 
     @property

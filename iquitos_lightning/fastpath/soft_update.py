@@ -16,9 +16,17 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.objectives import SoftUpdate
 
+from iquitos_lightning.fastpath.pins import require
+
+require(SoftUpdate, ["_sources", "_targets", "step"], library="torchrl", override=__name__)
+
 
 class ForeachSoftUpdate(SoftUpdate):
     """``SoftUpdate`` whose ``step`` is one foreach lerp of every target tensor towards its source."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        require(self, ["_target_names", "eps", "initialized"], library="torchrl", override=__name__)
 
     def step(self) -> None:
         if not self.initialized:

@@ -10,10 +10,14 @@ per-frame cost of ours after CityLearn itself (docs/performance.md).
 :class:`TanhNormalSampler` runs the actor's own network and then the very tensor operations that
 ``TanhNormal.rsample_and_log_prob`` runs (the same standard-normal draw from the same RNG, TorchRL's
 safe tanh clamp, the bounds' affine map, the Normal log-density minus the same log-Jacobian), writing
-the keys the actor writes. ``tests/agents/test_sampling.py`` checks the actions and log-probabilities
+the keys the actor writes. ``tests/fastpath/test_tanh_normal.py`` checks the actions and log-probabilities
 equal to the actor's, bit for bit, for symmetric and asymmetric bounds. Only random sampling takes this
 path: under any other exploration type (evaluation is deterministic) the call goes to the actor itself,
 and so does an actor this module does not recognise (:func:`collection_policy`).
+
+What it relies on: ``ProbabilisticActor``'s layout (``module[0]`` the network, ``module[1]`` the sampling
+module with ``distribution_class``/``distribution_kwargs``) and ``TanhNormal``'s arithmetic, pinned by the
+bit-equality test; checked at import: the sampling module still exposes those attributes.
 """
 
 from __future__ import annotations
@@ -22,10 +26,27 @@ import math
 
 import torch
 from tensordict import TensorDictBase
-from tensordict.nn import TensorDictModuleBase
+from tensordict.nn import TensorDictModule, TensorDictModuleBase
 from torch.nn.functional import softplus
 from torchrl.envs.utils import ExplorationType, exploration_type
 from torchrl.modules import ProbabilisticActor, TanhNormal
+
+from iquitos_lightning.fastpath.pins import require
+
+
+def _probe_sampling_module() -> object:
+    """The sampling module of a minimal TanhNormal actor (what :func:`samples_like_tanh_normal` inspects)."""
+    network = TensorDictModule(lambda obs: (obs, obs.exp()), in_keys=["observation"], out_keys=["loc", "scale"])
+    actor = ProbabilisticActor(network, in_keys=["loc", "scale"], distribution_class=TanhNormal, return_log_prob=True)
+    return actor.module[1]
+
+
+require(
+    _probe_sampling_module(),
+    ["distribution_class", "distribution_kwargs", "return_log_prob", "log_prob_key", "out_keys"],
+    library="torchrl",
+    override=__name__,
+)
 
 _LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))  # as torch's Normal.log_prob writes it
 _LOG_2 = math.log(2.0)

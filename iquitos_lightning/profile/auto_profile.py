@@ -2,8 +2,9 @@
 
 Why a module of its own: :mod:`iquitos_lightning.cli` only calls :func:`add_profile_argument` and
 :func:`apply_profile`; the choice itself is :func:`iquitos_lightning.profile.profiles.choose_profile`.
-``profile: auto`` (or ``--profile auto``) reads the device, builds the env once to learn its sizes
-(observation, action, bytes per stored transition), chooses, writes the automatic values into the
+``profile: auto`` (or ``--profile auto``) reads the device, reads the configured env's sizes from its
+specs (observation, action, bytes per stored transition; no site is built, the agent builds its env
+once), chooses, writes the automatic values into the
 parsed config before the classes are instantiated, and prints one table. What the user wrote on
 the command line or in a config file wins (:mod:`iquitos_lightning.profile.explicit_settings`); on resume
 from a checkpoint file the model's values come from the checkpoint and are kept.
@@ -11,12 +12,11 @@ from a checkpoint file the model's values come from the checkpoint and are kept.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
-import torch
 from jsonargparse import Namespace
 from jsonargparse.typing import import_object
 from rich.console import Console
@@ -66,7 +66,8 @@ def apply_profile(
     if mode == "off":
         return None
     device = device or detect_device()
-    algorithm = getattr(import_object(str(config["model.class_path"])), "algorithm", None) or "unknown"
+    agent_class: ProfiledAgent = import_object(str(config["model.class_path"]))
+    algorithm = agent_class.algorithm or "unknown"
     written = explicit_keys(written_args)
     ckpt_path = config.get("ckpt_path")
     from_checkpoint = bool(ckpt_path) and Path(str(ckpt_path)).is_file()
@@ -75,45 +76,39 @@ def apply_profile(
     for key in PROFILE_KEYS:
         restored = from_checkpoint and key.startswith("model.")
         if (is_explicit(key, written) or restored) and _has(config, config_path(key)):
-            overrides[key] = _get(config, config_path(key))
+            overrides[key] = _get(config, agent_class, config_path(key))
             if restored and not is_explicit(key, written):
                 checkpoint_keys.add(key)
     choice = choose_profile(
         device,
         algorithm,
         overrides,
-        workload_of(config["model.init_args"], algorithm),
+        workload_of(config["model.init_args"], agent_class),
         profile_class=None if mode == "auto" else mode,
         checkpoint_keys=frozenset(checkpoint_keys),
     )
     for key, value in choice.automatic_values().items():
-        _set(config, config_path(key), value)
+        _set(config, agent_class, config_path(key), value)
     print_profile_table(choice, console)
     return choice
 
 
-def workload_of(model_args: Namespace, algorithm: str) -> Workload:
-    """Sizes of the configured env: built once here (the agent builds its own), with the policy's outputs that the
-    collector stores next to each transition (SAC's actor writes no log-probability: networks.make_actor)."""
-    from iquitos_lightning.agents.base import RolloutConfig, as_config
-    from iquitos_lightning.agents.networks import make_actor
-    from iquitos_lightning.agents.replay import bytes_per_transition
-    from iquitos_lightning.envs.factory import EnvConfig, make_env
+class ProfiledAgent(Protocol):
+    """What the auto profile asks of the agent class named in the config (read from the class, never imported)."""
 
-    env = make_env(as_config(EnvConfig, _plain(model_args.get("env"))))
-    try:
-        example = env.fake_tensordict()
-        with torch.no_grad():
-            make_actor(env, (8,), return_log_prob=algorithm != "sac")(example)
-        rollout = as_config(RolloutConfig, _plain(model_args.get("rollout")))
-        return Workload(
-            observation_dim=int(example["observation"].shape[-1]),
-            action_dim=int(env.action_spec.shape[-1]),
-            transition_bytes=bytes_per_transition(example),
-            frames_per_batch=rollout.frames_per_batch,
-        )
-    finally:
-        env.close()
+    algorithm: str | None  # "sac", "ppo" or "a2c": which profile keys apply
+    config_groups: ClassVar[dict[str, type]]  # dataclass argument groups, filled with defaults when unset
+
+    @classmethod
+    def profile_workload(cls, model_args: Mapping[str, Any]) -> Workload:
+        """The configured env's sizes, read from its specs (no site is built)."""
+        ...
+
+
+def workload_of(model_args: Namespace, agent_class: ProfiledAgent) -> Workload:
+    """Sizes of the configured env (observation, action, bytes per stored transition with the policy's outputs),
+    from the agent class and the env's specs: no site is built here, the agent builds its env once."""
+    return agent_class.profile_workload(_plain(model_args))
 
 
 def _has(config: Namespace, path: str) -> bool:
@@ -122,28 +117,25 @@ def _has(config: Namespace, path: str) -> bool:
     return path in config or (parent in config and config[parent] is None)
 
 
-def _get(config: Namespace, path: str) -> Any:
+def _get(config: Namespace, agent_class: ProfiledAgent, path: str) -> Any:
     parent, _, leaf = path.rpartition(".")
     if parent in config and config[parent] is None:
-        return getattr(_group_defaults(parent), leaf)
+        return getattr(_group_defaults(agent_class, parent), leaf)
     return _plain(config[path])
 
 
-def _set(config: Namespace, path: str, value: Any) -> None:
+def _set(config: Namespace, agent_class: ProfiledAgent, path: str, value: Any) -> None:
     """Set ``path``; a dataclass group that is still None (``buffer``, ``speed``) is first filled with its defaults."""
     parent, _, _ = path.rpartition(".")
     if parent in config and config[parent] is None:
-        config[parent] = Namespace(**asdict(_group_defaults(parent)))
+        config[parent] = Namespace(**asdict(_group_defaults(agent_class, parent)))
     if path in config or parent in config:
         config[path] = value
 
 
-def _group_defaults(path: str) -> Any:
-    from iquitos_lightning.agents.replay import ReplayBufferConfig
-    from iquitos_lightning.agents.speed import SpeedConfig
-
-    groups = {"model.init_args.buffer": ReplayBufferConfig, "model.init_args.speed": SpeedConfig}
-    return groups[path]()
+def _group_defaults(agent_class: ProfiledAgent, path: str) -> Any:
+    """The default of a dataclass argument group (``model.init_args.buffer`` -> the agent's buffer config)."""
+    return agent_class.config_groups[path.rpartition(".")[2]]()
 
 
 def _plain(value: Any) -> Any:

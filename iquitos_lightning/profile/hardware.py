@@ -61,7 +61,7 @@ def _host_memory() -> tuple[int, int]:
 
 def detect_device(prefer_cuda: bool = True) -> DeviceInfo:
     """Read the machine: the first CUDA device when present (and preferred), else the CPU."""
-    import torch
+    import torch  # lazy: a DeviceInfo is described and compared without torch; only reading the device needs it
 
     host_total, host_available = _host_memory()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

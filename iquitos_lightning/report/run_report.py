@@ -73,6 +73,13 @@ def plot_learning_curve(
     return save_figure(figure, path)
 
 
+def write_kpi_row(path: Path, row: Mapping[str, Any]) -> Path:
+    """One controller's KPI row as JSON (``kpis.json``): the one function that writes such a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dict(row), indent=2) + "\n")
+    return path
+
+
 def write_run_report(
     folder: Path,
     *,
@@ -96,8 +103,7 @@ def write_run_report(
         (folder / "kpis.md").write_text(to_markdown(table))
         written.append(folder / "kpis.md")
     row = {"controller": controller, "stage": stage, **counters, **metrics}
-    (folder / "kpis.json").write_text(json.dumps(row, indent=2) + "\n")
-    written.append(folder / "kpis.json")
+    written.append(write_kpi_row(folder / "kpis.json", row))
     written.append(plot_learning_curve(train_returns, evaluations, folder / "learning_curve.png", title=controller))
     if site_flows is not None:
         flows, year = site_flows

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jsonargparse import ArgumentParser
+
 from iquitos_lightning.errors import ConfigError
 
 HOURS_PER_DAY = 24
@@ -448,8 +450,6 @@ def load_site_config(path: str | Path) -> SiteConfig:
     uses); each dataclass's ``__post_init__`` then checks physics. Every failure is raised as a
     :class:`SiteConfigError` whose message names the file and the field.
     """
-    from jsonargparse import ArgumentParser
-
     path = Path(path)
     if not path.is_file():
         raise SiteConfigError(f"site config {path}: file not found")

@@ -43,7 +43,7 @@ def test_parameter_count_matches_the_ppo_networks():
 
 
 def test_the_profiles_workload_uses_the_replay_buffers_own_bytes_per_transition():
-    workload = workload_of(Namespace(env=Namespace(name="Pendulum-v1", max_episode_steps=20), rollout=None), "sac")
+    workload = workload_of(Namespace(env=Namespace(name="Pendulum-v1", max_episode_steps=20), rollout=None), SAC)
     agent = SAC(env=PENDULUM, hidden_sizes=(8,))
     example = agent.train_env.fake_tensordict()
     agent.actor(example)  # the collector stores the policy's outputs too
@@ -67,6 +67,8 @@ def test_the_agents_own_check_estimates_what_the_profile_does(agent_class, setti
     """On CUDA every fit checks this estimate against the free memory before its first rollout."""
     agent = agent_class(env=PENDULUM, hidden_sizes=(48, 32), **settings)
     algorithm = agent_class.__name__.lower()
-    workload = workload_of(Namespace(env=Namespace(name="Pendulum-v1", max_episode_steps=20), rollout=None), algorithm)
+    workload = workload_of(
+        Namespace(env=Namespace(name="Pendulum-v1", max_episode_steps=20), rollout=None), agent_class
+    )
     shapes = network_shapes(algorithm, workload, (48, 32))
     assert agent.device_memory_estimate() == device_estimate(shapes, *rows, workload.transition_bytes)

@@ -17,40 +17,36 @@ What it adds so that nothing is lost (README, "When things go wrong"):
   (``save_on_exception``), except bad input and unwritable output, where saving again would not
   help, and out-of-memory when an ``OutOfMemoryHandler`` is installed (it saves ``emergency-oom.ckpt``).
 - **kill -9 at any moment**: files are written atomically by
-  :class:`~iquitos_lightning.training.checkpoint_io.SafeCheckpointIO` (the CLI's default plugin); here the
-  ``last`` link is swapped atomically (a new link renamed over the old, never "remove then link")
-  and the previous periodic file is deleted only after ``last`` points to the new one, so ``last``
-  always resolves to a complete file. ``--ckpt_path last`` ignores a dangling ``last`` (left by an
-  older writer) and falls back to the newest checkpoint in the folder; leftover ``*.partial``
-  files of a killed write are removed when the next fit starts.
+  :class:`~iquitos_lightning.training.checkpoint_io.SafeCheckpointIO` (the CLI's default plugin), the
+  ``last`` link is swapped atomically and replaced files are deleted only after ``last`` points to the
+  new one (:class:`~iquitos_lightning.fastpath.model_checkpoint.AtomicModelCheckpoint`, the base class);
+  leftover ``*.partial`` files of a killed write are removed when the next fit starts.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
-from iquitos_lightning.atomic_files import TEMP_SUFFIX, ensure_writable_folder, remove_stale_partials
+from iquitos_lightning.agents.contract import frame_budget, frames_done
+from iquitos_lightning.atomic_files import ensure_writable_folder, remove_stale_partials
 from iquitos_lightning.errors import ConfigError, OutputWriteError
+from iquitos_lightning.fastpath.model_checkpoint import AtomicModelCheckpoint
 from iquitos_lightning.training.callbacks.interrupt import InterruptRequest
+from iquitos_lightning.training.callbacks.oom import OutOfMemoryHandler, is_out_of_memory
 
 
 def _left_to_the_oom_handler(trainer: pl.Trainer, exception: BaseException) -> bool:
     """An out-of-memory error when an ``OutOfMemoryHandler`` is installed: it saves (and frees memory first)."""
-    from iquitos_lightning.training.callbacks.oom import OutOfMemoryHandler, is_out_of_memory
-
     handled = any(isinstance(callback, OutOfMemoryHandler) for callback in trainer.callbacks)
     return handled and is_out_of_memory(exception)
 
 
-class FrameCheckpoint(ModelCheckpoint):
+class FrameCheckpoint(AtomicModelCheckpoint):
     """``ModelCheckpoint`` that saves every ``every_n_frames`` environment frames (and ``last``)."""
 
     def __init__(
@@ -78,7 +74,6 @@ class FrameCheckpoint(ModelCheckpoint):
         self._frames_at_last_save = 0
         self._interrupt = InterruptRequest()
         self._training_started = False
-        self._deferred_removals: list[str] | None = None
 
     # ----- when to save ----------------------------------------------------------------------
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -111,7 +106,7 @@ class FrameCheckpoint(ModelCheckpoint):
         if self._interrupt.requested:
             trainer.should_stop = True
         period_crossed = frames // self.every_n_frames > self._frames_at_last_save // self.every_n_frames
-        budget = getattr(pl_module, "frame_budget", None)
+        budget = frame_budget(pl_module)
         budget_done = budget is not None and frames >= budget  # a budget shorter than the period still ends saved
         unsaved = frames != self._frames_at_last_save
         if period_crossed or (unsaved and (budget_done or self._interrupt.requested)):
@@ -153,60 +148,15 @@ class FrameCheckpoint(ModelCheckpoint):
         exception.add_note(f"checkpoint saved: {self.last_model_path} (resume with --ckpt_path last)")
 
     def save_now(self, trainer: pl.Trainer) -> None:
-        """Save the top-k file and ``last`` for the current frame count; remove replaced files only afterwards."""
+        """Save the top-k file and ``last`` for the current frame count (replaced files are removed afterwards)."""
         self._frames_at_last_save = _frames(trainer.lightning_module)
-        candidates = self._monitor_candidates(trainer)
-        self._deferred_removals = []
-        try:
-            self._save_topk_checkpoint(trainer, candidates)
-            self._save_last_checkpoint(trainer, candidates)
-        finally:
-            removals, self._deferred_removals = self._deferred_removals, None
-        for path in removals:
-            super()._remove_checkpoint(trainer, path)
+        self.save_checkpoints(trainer)
         if self._interrupt.requested:
-            self._interrupt.saved_to = self.last_model_path or self._last_checkpoint_saved
+            self._interrupt.saved_to = self.last_saved_path()
 
-    # ----- crash safety of the files --------------------------------------------------------------
-    def _remove_checkpoint(self, trainer: pl.Trainer, filepath: str) -> None:
-        if self._deferred_removals is not None:
-            self._deferred_removals.append(filepath)  # after `last` points at the new file
-        else:
-            super()._remove_checkpoint(trainer, filepath)
-
-    @staticmethod
-    def _link_checkpoint(trainer: pl.Trainer, filepath: str, linkpath: str) -> None:
-        """Point ``linkpath`` at ``filepath`` in one atomic rename (Lightning removes the old link first)."""
-        if trainer.is_global_zero and os.path.abspath(filepath) != os.path.abspath(linkpath):
-            temporary = f"{linkpath}.{os.getpid()}.link{TEMP_SUFFIX}"
-            try:
-                if os.path.lexists(temporary):
-                    os.remove(temporary)
-                os.symlink(os.path.relpath(filepath, os.path.dirname(linkpath)), temporary)
-                os.replace(temporary, linkpath)
-            except OSError:
-                if os.path.lexists(temporary):
-                    os.remove(temporary)
-                ModelCheckpoint._link_checkpoint(trainer, filepath, linkpath)  # e.g. no symlinks: a copy
-                return
-        trainer.strategy.barrier()
-
-    def _find_last_checkpoints(self, trainer: pl.Trainer) -> set[str]:
-        """``last*.ckpt`` files that resolve to a file; if none, the newest complete checkpoint in the folder."""
-        found = {path for path in super()._find_last_checkpoints(trainer) if os.path.exists(path)}
-        if found or not self.dirpath or not os.path.isdir(self.dirpath):
-            return found
-        complete = [path for path in Path(self.dirpath).glob(f"*{self.FILE_EXTENSION}") if path.is_file()]
-        if not complete:
-            return set()
-        newest = max(complete, key=lambda path: path.stat().st_mtime)
-        rank_zero_warn(f"no usable 'last' checkpoint in {self.dirpath}: resuming from the newest one, {newest}")
-        return {os.path.normpath(newest)}
-
-    def _monitor_candidates(self, trainer: pl.Trainer) -> dict[str, torch.Tensor]:
-        candidates = super()._monitor_candidates(trainer)
-        candidates["frames"] = torch.tensor(int(getattr(trainer.lightning_module, "frames_done", 0)))
-        return candidates
+    def extra_candidates(self, trainer: pl.Trainer) -> dict[str, torch.Tensor]:
+        """``{frames}`` for the filename template."""
+        return {"frames": torch.tensor(_frames(trainer.lightning_module))}
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "frames_at_last_save": self._frames_at_last_save}
@@ -217,4 +167,4 @@ class FrameCheckpoint(ModelCheckpoint):
 
 
 def _frames(pl_module: Any) -> int:
-    return int(getattr(pl_module, "frames_done", 0))
+    return frames_done(pl_module) or 0

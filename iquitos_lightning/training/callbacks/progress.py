@@ -1,8 +1,8 @@
 """A rich progress bar for RL runs: frames against the frame budget, fps, ETA, last return and memory.
 
 Why: Lightning's bar counts dataloader batches, which in RL are rollouts of any size, and its
-"it/s" and time-left say nothing about the frame budget. When the module counts frames (the
-contract in :mod:`iquitos_lightning.training.callbacks.step_rate`), the training bar here advances in frames
+"it/s" and time-left say nothing about the frame budget. When the module counts frames
+(:class:`~iquitos_lightning.agents.contract.FrameCounting`), the training bar here advances in frames
 towards ``frame_budget``; its text shows the window-averaged fps and ETA of a :class:`StepRate`
 callback, the last episode return, and the memory seen by a :class:`VRAMMonitor`, when those
 callbacks are in the Trainer. It reads what they already measured: nothing extra on the hot path.
@@ -17,6 +17,7 @@ import lightning.pytorch as pl
 from lightning.pytorch.callbacks import RichProgressBar
 from lightning.pytorch.callbacks.progress.rich_progress import ProcessingSpeedColumn
 
+from iquitos_lightning.agents.contract import FrameCounting, frame_budget, frames_done
 from iquitos_lightning.training.callbacks.step_rate import StepRate, format_duration
 from iquitos_lightning.training.callbacks.vram import VRAMMonitor
 
@@ -54,9 +55,8 @@ def run_status(
 
 def _frame_progress(pl_module: pl.LightningModule | None) -> tuple[int, int] | None:
     """``(frames_done, frame_budget)`` when the module counts frames towards a budget, else None."""
-    frames = getattr(pl_module, "frames_done", None)
-    budget = getattr(pl_module, "frame_budget", None)
-    return (int(frames), int(budget)) if frames is not None and budget else None
+    frames, budget = frames_done(pl_module), frame_budget(pl_module)
+    return (frames, budget) if frames is not None and budget else None
 
 
 def _find(trainer: pl.Trainer, kind: type) -> Any:
@@ -73,11 +73,11 @@ class RLProgressBar(RichProgressBar):
         # Without frame counters Lightning's own it/s column already shows batches/s.
         frames_per_s = rates.frames_per_s if rates is not None else None
         status = run_status(
-            frames_done=getattr(pl_module, "frames_done", None),
-            frame_budget=getattr(pl_module, "frame_budget", None),
+            frames_done=frames_done(pl_module),
+            frame_budget=frame_budget(pl_module),
             frames_per_s=frames_per_s,
             eta_s=step_rate.eta_s if step_rate is not None else None,
-            last_return=getattr(pl_module, "last_episode_return", None),
+            last_return=pl_module.last_episode_return if isinstance(pl_module, FrameCounting) else None,
             memory=monitor.latest.short_text() if monitor is not None and monitor.latest is not None else None,
         )
         return {**status, **super().get_metrics(trainer, pl_module)}

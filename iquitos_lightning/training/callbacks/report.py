@@ -11,14 +11,17 @@ how does the policy run the site?". At the end of ``fit`` and of ``test`` this c
   BESS power and SOC, grid import), Iquitos site only;
 - ``summary.md``: what ran, for how long, how fast, and the figures above.
 
+After ``test`` it also writes the agent's KPI row to ``<logger root>/kpis.json`` (the file ``compare``
+and the README's output table name): the only writer of that file.
+
 The same KPI table (after each evaluation) and the plots go into every W&B logger of the run. The
 history is part of the callback's checkpoint state, so a resumed run's curve starts at frame 0.
 
-Contract with the LightningModule (all optional, read with ``getattr``): the counters of
-:mod:`iquitos_lightning.training.callbacks.step_rate`, ``eval_env`` (an env made by
-:func:`iquitos_lightning.envs.factory.make_env`), and the logged metrics
-``val/episode_return``, ``test/episode_return`` and ``<stage>/kpi/<name>``. On another module the
-report holds what there is (a return curve, or only the summary).
+What it reads from the LightningModule: the counters of
+:class:`~iquitos_lightning.agents.contract.FrameCounting`, the KPI row and evaluation flows of
+:class:`~iquitos_lightning.agents.contract.ReportsKpis`, and the logged metrics ``val/episode_return``,
+``test/episode_return`` and ``<stage>/kpi/<name>``. On another module the report holds what there is
+(a return curve, or only the summary).
 """
 
 from __future__ import annotations
@@ -31,12 +34,20 @@ import lightning.pytorch as pl
 from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.utilities import rank_zero_info
 
+from iquitos_lightning.agents.contract import FrameCounting, ReportsKpis, frames_done
+from iquitos_lightning.report.run_report import write_kpi_row, write_run_report
+
+
+def logger_root(trainer: pl.Trainer) -> Path:
+    """``<logger root>``: the run's folder, holding the CSV log and the checkpoints (``runs/<name>``)."""
+    logger = trainer.logger
+    root = getattr(logger, "root_dir", None) if logger is not None else None  # not every logger has one
+    return Path(root or trainer.default_root_dir)
+
 
 def report_dir(trainer: pl.Trainer) -> Path:
     """``<logger root>/report``: beside the CSV log and the checkpoints (``runs/<name>/report``)."""
-    logger = trainer.logger
-    root = getattr(logger, "root_dir", None) if logger is not None else None
-    return Path(root or trainer.default_root_dir) / "report"
+    return logger_root(trainer) / "report"
 
 
 class RunReport(pl.Callback):
@@ -54,18 +65,19 @@ class RunReport(pl.Callback):
     # ----- observing ---------------------------------------------------------------------------------
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._started = time.monotonic()
-        self._frames_at_start = int(getattr(pl_module, "frames_done", 0) or 0)
-        self._episodes_seen = int(getattr(pl_module, "episodes_done", 0) or 0)
+        self._frames_at_start = frames_done(pl_module) or 0
+        self._episodes_seen = pl_module.episodes_done if isinstance(pl_module, FrameCounting) else 0
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        episodes = getattr(pl_module, "episodes_done", None)
-        last_return = getattr(pl_module, "last_episode_return", None)
-        if episodes is None or last_return is None or episodes <= self._episodes_seen:
+        if not isinstance(pl_module, FrameCounting):
+            return
+        episodes, last_return = pl_module.episodes_done, pl_module.last_episode_return
+        if last_return is None or episodes <= self._episodes_seen:
             return
         self._episodes_seen = int(episodes)
-        self.train_returns.append((int(getattr(pl_module, "frames_done", 0)), float(last_return)))
+        self.train_returns.append((int(pl_module.frames_done), float(last_return)))
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
@@ -73,7 +85,8 @@ class RunReport(pl.Callback):
         evaluation = self._stage_metrics(trainer, "val")
         if not evaluation:
             return
-        evaluation = {"frames": float(getattr(pl_module, "frames_done", trainer.global_step)), **evaluation}
+        frames = frames_done(pl_module)
+        evaluation = {"frames": float(trainer.global_step if frames is None else frames), **evaluation}
         self.evaluations.append(evaluation)
         self._log_kpi_table(trainer, "val", evaluation)
 
@@ -86,20 +99,23 @@ class RunReport(pl.Callback):
         metrics = self._stage_metrics(trainer, "test")
         self._log_kpi_table(trainer, "test", metrics)
         self.write(trainer, pl_module, "test", metrics)
+        row = pl_module.test_kpi_row() if isinstance(pl_module, ReportsKpis) else None
+        if row is not None:
+            path = write_kpi_row(logger_root(trainer) / "kpis.json", row)
+            rank_zero_info(f"KPIs of {row['controller']} written to {path}")
 
     def write(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str, metrics: dict[str, float]) -> Path:
         """Write every file of the report for ``stage`` and return the folder."""
-        from iquitos_lightning.report.run_report import write_run_report
-
         folder = Path(self.dirpath) if self.dirpath else report_dir(trainer)
-        flows = _site_flows(pl_module) if self.dispatch_plot else None
+        reports_kpis = isinstance(pl_module, ReportsKpis)
+        flows = pl_module.evaluation_flows() if self.dispatch_plot and reports_kpis else None
         paths = write_run_report(
             folder,
             stage=stage,
             controller=type(pl_module).__name__,
             counters=_counters(pl_module),
             elapsed_s=time.monotonic() - self._started,
-            frames_this_run=int(getattr(pl_module, "frames_done", 0) or 0) - self._frames_at_start,
+            frames_this_run=(frames_done(pl_module) or 0) - self._frames_at_start,
             metrics=metrics,
             train_returns=self.train_returns,
             evaluations=self.evaluations,
@@ -150,21 +166,12 @@ def _wandb_loggers(trainer: pl.Trainer) -> list[WandbLogger]:
 
 
 def _counters(pl_module: pl.LightningModule) -> dict[str, Any]:
-    names = ("frames_done", "frame_budget", "updates_done", "episodes_done", "last_episode_return")
-    return {name: getattr(pl_module, name, None) for name in names}
-
-
-def _site_flows(pl_module: pl.LightningModule) -> tuple[Any, int] | None:
-    """The last evaluation episode's flow table and its calendar year, when the module evaluates on the site."""
-    try:
-        from iquitos_lightning.envs.factory import site_env
-
-        site = site_env(pl_module.eval_env)  # type: ignore[attr-defined]
-    except (AttributeError, TypeError):
-        return None
-    if site is None:
-        return None
-    flows = site.flows()
-    if flows is None or len(flows) == 0:
-        return None
-    return flows, int(site.site_config.calendar.year)
+    if not isinstance(pl_module, FrameCounting):
+        return dict.fromkeys(("frames_done", "frame_budget", "updates_done", "episodes_done", "last_episode_return"))
+    return {
+        "frames_done": pl_module.frames_done,
+        "frame_budget": pl_module.frame_budget,
+        "updates_done": pl_module.updates_done,
+        "episodes_done": pl_module.episodes_done,
+        "last_episode_return": pl_module.last_episode_return,
+    }

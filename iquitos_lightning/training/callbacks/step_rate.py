@@ -6,18 +6,11 @@ reads the module's counters after every training batch (a clock read and a few a
 averages the rates over a sliding window of recent batches so one slow evaluation does not swing
 the ETA, and logs them every ``log_every_n_steps`` batches.
 
-Contract with the LightningModule (all optional, read with ``getattr(pl_module, name, None)`` so the
-callback works on any LightningModule):
-
-- ``frames_done: int``: environment frames collected so far;
-- ``frame_budget: int | None``: the run's total frames (the ETA target);
-- ``updates_done: int``: gradient updates so far;
-- ``episodes_done: int``: finished episodes so far;
-- ``last_episode_return: float | None``: the return of the last finished episode (shown by the
-  progress bar, logged here as ``progress/last_episode_return``).
-
-Without ``frames_done`` the rate falls back to training batches/s and the ETA to the Trainer's
-``max_steps`` (in optimizer steps, ``global_step``).
+What it reads from the LightningModule: the counters of
+:class:`~iquitos_lightning.agents.contract.FrameCounting` (frames done, frame budget as the ETA target,
+updates, episodes, the last episode's return), when the module has them. On any other LightningModule the
+rate falls back to training batches/s and the ETA to the Trainer's ``max_steps`` (in optimizer steps,
+``global_step``).
 
 Metrics: ``speed/frames_per_s``, ``speed/updates_per_s``, ``speed/batches_per_s``,
 ``progress/frames_done``, ``progress/updates_done``, ``progress/episodes_done``, ``progress/eta_s``.
@@ -32,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import lightning.pytorch as pl
+
+from iquitos_lightning.agents.contract import FrameCounting, frame_budget, frames_done
 
 
 @dataclass(frozen=True)
@@ -94,17 +89,14 @@ def format_duration(seconds: float | None) -> str:
     return f"{days}d {clock}" if days else clock
 
 
-def _int_or_none(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
 def read_counters(trainer: pl.Trainer, pl_module: pl.LightningModule, batches: int) -> CounterSample:
+    counting = isinstance(pl_module, FrameCounting)
     return CounterSample(
         time_s=time.perf_counter(),
         batches=batches,
         global_step=trainer.global_step,
-        frames=_int_or_none(getattr(pl_module, "frames_done", None)),
-        updates=_int_or_none(getattr(pl_module, "updates_done", None)),
+        frames=frames_done(pl_module),
+        updates=int(pl_module.updates_done) if counting else None,
     )
 
 
@@ -152,7 +144,7 @@ class StepRate(pl.Callback):
             return
         newest = self._samples[-1]
         if newest.frames is not None:
-            eta = eta_seconds(newest.frames, _int_or_none(getattr(pl_module, "frame_budget", None)), rates.frames_per_s)
+            eta = eta_seconds(newest.frames, frame_budget(pl_module), rates.frames_per_s)
         else:
             max_steps = trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else None
             eta = eta_seconds(newest.global_step, max_steps, rates.steps_per_s)
@@ -165,12 +157,10 @@ class StepRate(pl.Callback):
         if rates.updates_per_s is not None:
             metrics["speed/updates_per_s"] = rates.updates_per_s
             metrics["progress/updates_done"] = float(newest.updates or 0)
-        episodes = getattr(pl_module, "episodes_done", None)
-        if episodes is not None:
-            metrics["progress/episodes_done"] = float(episodes)
-        last_return = getattr(pl_module, "last_episode_return", None)
-        if last_return is not None:
-            metrics["progress/last_episode_return"] = float(last_return)
+        if isinstance(pl_module, FrameCounting):
+            metrics["progress/episodes_done"] = float(pl_module.episodes_done)
+            if pl_module.last_episode_return is not None:
+                metrics["progress/last_episode_return"] = float(pl_module.last_episode_return)
         if eta is not None and math.isfinite(eta):
             metrics["progress/eta_s"] = eta
         self.latest_metrics = metrics
