@@ -20,8 +20,7 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
   anywhere in the chain is printed as ``error: ...`` with its exit status, never as a traceback;
   a run stopped by Ctrl-C exits with 130 after its checkpoint is saved;
 - an explicit ``--ckpt_path`` is checked before anything is built, and its hyperparameters never
-  replace the command line's (plain LightningCLI merges them in, so a checkpoint of another agent
-  fails inside jsonargparse and one of another env silently switches the run to that env).
+  replace the command line's (:mod:`iquitos_lightning.fastpath.cli_checkpoint`).
 - ``profile: auto`` / ``--profile auto``: sizes, precision and buffer chosen for the device, explicit
   settings win (:mod:`iquitos_lightning.profile.auto_profile`).
 """
@@ -29,13 +28,12 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import torch
 import yaml
 from jsonargparse import Namespace
-from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
+from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_warn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
@@ -48,6 +46,7 @@ from iquitos_lightning.errors import (
     find_project_error,
     one_line,
 )
+from iquitos_lightning.fastpath.cli_checkpoint import CommandLineWinsOnResume
 from iquitos_lightning.profile.auto_profile import add_profile_argument, apply_profile
 from iquitos_lightning.profile.devices import AcceleratorUnavailable, adapt_to_machine
 from iquitos_lightning.profile.memory_budget import InsufficientMemory
@@ -70,7 +69,7 @@ DEFAULT_LOGGER = {
 SAFE_CHECKPOINT_IO = {"class_path": "iquitos_lightning.training.checkpoint_io.SafeCheckpointIO"}
 
 
-class IquitosLightningCLI(LightningCLI):
+class IquitosLightningCLI(CommandLineWinsOnResume):
     def parse_arguments(self, parser: Any, args: Any) -> None:
         # Kept so the auto profile can tell what the user wrote from what is a default.
         self.written_args = list(sys.argv[1:] if args is None else args) if not isinstance(args, dict) else []
@@ -94,16 +93,8 @@ class IquitosLightningCLI(LightningCLI):
             }
         )
 
-    def _parse_ckpt_path(self) -> None:
-        """Refuse a ``--ckpt_path`` file of another agent or env (named), and keep the command line's values."""
-        subcommand = self.config.get("subcommand")
-        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
-        if not ckpt_path or not Path(ckpt_path).is_file():
-            return
-        model = self.config[subcommand].get("model")
-        if model is None or not getattr(model, "class_path", None):
-            super()._parse_ckpt_path()  # no model in the config: the checkpoint's hyperparameters define it
-            return
+    def check_checkpoint_file(self, ckpt_path: str, model: Any) -> None:
+        """Refuse a ``--ckpt_path`` file of another agent or env, naming both (before anything is built)."""
         saved = SafeCheckpointIO().load_checkpoint(ckpt_path).get("rl_state", {}).get("identity")
         agent = str(getattr(model, "class_path", "")).rsplit(".", 1)[-1]
         env = getattr(getattr(model, "init_args", None), "env", None)
