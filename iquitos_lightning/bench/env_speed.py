@@ -40,7 +40,8 @@ class EnvSpeed:
 
 def _raw_runner(site: str, data_root: Path, steps: int, seed: int):
     # lazy: CityLearn and TorchRL load only for the layers this section times
-    from iquitos_lightning.envs.citylearn import make_iquitos_env, record_action_feedback
+    from iquitos_lightning.envs.citylearn import make_iquitos_env
+    from iquitos_lightning.fastpath.citylearn_feedback import record_action_feedback
 
     env = make_iquitos_env(site, data_root=data_root)
     citylearn = env.citylearn
@@ -66,7 +67,8 @@ def _raw_runner(site: str, data_root: Path, steps: int, seed: int):
 
 def _gym_runner(site: str, data_root: Path, steps: int, seed: int, before: bool = False):
     # lazy: CityLearn and TorchRL load only for the layers this section times
-    from iquitos_lightning.envs.citylearn import make_iquitos_env, record_action_feedback
+    from iquitos_lightning.envs.citylearn import make_iquitos_env
+    from iquitos_lightning.fastpath.citylearn_feedback import record_action_feedback
 
     env = make_iquitos_env(site, data_root=data_root)
     if before:
@@ -90,27 +92,16 @@ def _torchrl_runner(site: str, data_root: Path, steps: int, seed: int):
     from iquitos_lightning.envs.factory import EnvConfig, make_env
 
     env = make_env(EnvConfig(site=site, data_root=str(data_root), seed=seed))
-    generator = torch.Generator().manual_seed(seed)
-    shape = env.action_spec.shape
-    state = {"td": env.reset()}
-
-    def run() -> dict[str, float]:
-        td = state["td"]
-        for _ in range(steps):
-            td.set("action", torch.rand(shape, generator=generator) * 2 - 1)
-            _, td = env.step_and_maybe_reset(td)
-        state["td"] = td
-        return {"steps": steps}
-
-    return run
+    return _random_steps(env, steps, seed)
 
 
 def _torchrl_before_runner(site: str, data_root: Path, steps: int, seed: int):
     # lazy: CityLearn and TorchRL load only for the layers this section times
     from torchrl.envs import DoubleToFloat, GymWrapper, RewardSum, StepCounter, TransformedEnv
 
-    from iquitos_lightning.envs.citylearn import make_iquitos_env, record_action_feedback
+    from iquitos_lightning.envs.citylearn import make_iquitos_env
     from iquitos_lightning.envs.factory import EpisodeSeeding
+    from iquitos_lightning.fastpath.citylearn_feedback import record_action_feedback
 
     gym_env = make_iquitos_env(site, data_root=data_root)
     gym_env._transition = gym_env.citylearn.step
@@ -118,19 +109,7 @@ def _torchrl_before_runner(site: str, data_root: Path, steps: int, seed: int):
     env = TransformedEnv(GymWrapper(EpisodeSeeding(gym_env, seed), device="cpu"), DoubleToFloat())
     env.append_transform(StepCounter())
     env.append_transform(RewardSum())
-    generator = torch.Generator().manual_seed(seed)
-    shape = env.action_spec.shape
-    state = {"td": env.reset()}
-
-    def run() -> dict[str, float]:
-        td = state["td"]
-        for _ in range(steps):
-            td.set("action", torch.rand(shape, generator=generator) * 2 - 1)
-            _, td = env.step_and_maybe_reset(td)
-        state["td"] = td
-        return {"steps": steps}
-
-    return run
+    return _random_steps(env, steps, seed)
 
 
 def measure_env_speed(
@@ -154,3 +133,20 @@ def measure_env_speed(
     overhead = {name: median_ratio(results["raw"], results[name], "steps") - 1.0 for name in runners if name != "raw"}
     overhead[TORCHRL_LAYER] = median_ratio(results["gym"], results["torchrl"], "steps") - 1.0
     return EnvSpeed(site=Path(site).stem, sockets=sockets, steps_per_s=rates, overhead=overhead)
+
+
+def _random_steps(env, steps: int, seed: int):
+    """A runner stepping a TorchRL env ``steps`` times with seeded uniform random actions (resets as episodes end)."""
+    generator = torch.Generator().manual_seed(seed)
+    shape = env.action_spec.shape
+    state = {"td": env.reset()}
+
+    def run() -> dict[str, float]:
+        td = state["td"]
+        for _ in range(steps):
+            td.set("action", torch.rand(shape, generator=generator) * 2 - 1)
+            _, td = env.step_and_maybe_reset(td)
+        state["td"] = td
+        return {"steps": steps}
+
+    return run

@@ -5,24 +5,7 @@ package only hands their names on, so configs and user code written against ``iq
 keep working.
 """
 
-from iquitos_lightning.training.callbacks import (
-    OOM_EXIT_CODE,
-    FrameCheckpoint,
-    OutOfMemoryHandler,
-    RLProgressBar,
-    RunReport,
-    StepRate,
-    VRAMMonitor,
-    exit_on_out_of_memory,
-)
+from iquitos_lightning.training import callbacks as _training_callbacks
+from iquitos_lightning.training.callbacks import *  # noqa: F403 - the public names, exactly those of __all__
 
-__all__ = [
-    "OOM_EXIT_CODE",
-    "FrameCheckpoint",
-    "OutOfMemoryHandler",
-    "RLProgressBar",
-    "RunReport",
-    "StepRate",
-    "VRAMMonitor",
-    "exit_on_out_of_memory",
-]
+__all__ = list(_training_callbacks.__all__)

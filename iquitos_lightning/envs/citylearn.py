@@ -1,7 +1,7 @@
 """The Iquitos site as a plain Gymnasium env around CityLearn 3 (and a TorchRL wrapper for agents).
 
 Why a wrapper of our own: CityLearn's observation dict, its reward and its
-``NormalizedObservationWrapper`` cost more than the simulation itself (FACTS.md). This env lets
+``NormalizedObservationWrapper`` cost more than the simulation itself (profiled: docs/performance.md). This env lets
 CityLearn do the physics (PV, mall load, BESS, chargers, EV batteries) and reads the raw state
 straight from its building objects; calendar, forecasts and session facts (connected, required
 SOC, hours to departure) come from the site series, which are the data CityLearn was built from.

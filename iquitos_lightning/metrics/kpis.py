@@ -1,4 +1,4 @@
-"""The KPIs of one simulated episode, computed from its energy flows (SITE.md, "KPIs per year").
+"""The KPIs of one simulated episode, computed from its energy flows (docs/site.md, "Control problem").
 
 Why one module: every controller (uncontrolled, rule-based, LP replay, learned agents) is judged
 by the same function reading the same two tables the environment records
@@ -69,7 +69,7 @@ def socket_fleet_index(site_config: SiteConfig) -> np.ndarray:
 
 
 def compute_kpis(flows: pd.DataFrame, departures: pd.DataFrame, site_config: SiteConfig) -> dict[str, float]:
-    """Every KPI of SITE.md for one episode (definitions in the module docstring)."""
+    """Every KPI of docs/site.md for one episode (definitions in the module docstring)."""
     _require_columns(flows, FLOW_COLUMNS, "flows")
     _require_columns(departures, DEPARTURE_COLUMNS, "departures")
 

@@ -59,7 +59,7 @@ PROFILES: dict[str, ClassProfile] = {
         sac_batch_size=128,
         ppo_minibatch_size=128,
         buffer_capacity=200_000,
-        why="a 2-core CPU does ~50-90 SAC updates/s at 256x256 (FACTS.md): small networks keep runs to hours",
+        why="a 2-core CPU does ~50-90 SAC updates/s at 256x256 (measured): small networks keep runs to hours",
     ),
     "gpu-8gb": ClassProfile(
         label="8 GB GPU (RTX 4060 class)",
@@ -121,7 +121,7 @@ class ProfileChoice:
 def choose_precision(device: DeviceInfo, profile_class: str) -> tuple[str, str]:
     """Trainer precision for the device, and why."""
     if device.accelerator != "cuda":
-        return "32-true", "half precision gains nothing on a CPU (FACTS.md); 16-true/bf16-true crash there"
+        return "32-true", "half precision gains nothing on a CPU (measured); 16-true/bf16-true crash there"
     capability = device.compute_capability or (0, 0)
     if capability < (7, 0):
         return "32-true", f"compute capability {capability[0]}.{capability[1]} has no fp16 tensor cores"

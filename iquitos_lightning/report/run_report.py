@@ -110,32 +110,33 @@ def write_run_report(
         written.append(
             plot_dispatch_week({controller: flows}, folder / "dispatch_week.png", year=year, title=controller)
         )
-    summary = _summary_markdown(stage, controller, counters, elapsed_s, frames_this_run, metrics, written)
+    wall_time = None
+    if stage == "fit" and elapsed_s > 0:
+        rate = f", {frames_this_run / elapsed_s:,.1f} frames/s" if frames_this_run > 0 else ""
+        wall_time = f"- wall time of this fit: {elapsed_s:,.1f} s{rate}"
+    summary = _summary_markdown(f"# {controller}: {stage} report", counters, metrics, written, wall_time)
     (folder / "summary.md").write_text(summary)
     written.append(folder / "summary.md")
     return written
 
 
 def _summary_markdown(
-    stage: str,
-    controller: str,
+    title: str,
     counters: Mapping[str, Any],
-    elapsed_s: float,
-    frames_this_run: int,
     metrics: Mapping[str, float],
     written: Sequence[Path],
+    wall_time: str | None,
 ) -> str:
     frames = counters.get("frames_done")
     budget = counters.get("frame_budget")
-    lines = [f"# {controller}: {stage} report", ""]
+    lines = [title, ""]
     if frames is not None:
         lines.append(f"- environment frames trained: {frames:,}" + (f" of a budget of {budget:,}" if budget else ""))
     for name, label in (("updates_done", "gradient updates"), ("episodes_done", "training episodes finished")):
         if counters.get(name) is not None:
             lines.append(f"- {label}: {counters[name]:,}")
-    if stage == "fit" and elapsed_s > 0:
-        rate = f", {frames_this_run / elapsed_s:,.1f} frames/s" if frames_this_run > 0 else ""
-        lines.append(f"- wall time of this fit: {elapsed_s:,.1f} s{rate}")
+    if wall_time is not None:
+        lines.append(wall_time)
     if counters.get("last_episode_return") is not None:
         lines.append(f"- last training episode return: {counters['last_episode_return']:.4g}")
     if "episode_return" in metrics:
