@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from iquitos_lightning.envs.twin_speed import (
+from iquitos_lightning.bench.twin_speed import (
     BATCH_SIZES,
     long_equivalence,
     policy_on_both,

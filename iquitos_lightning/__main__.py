@@ -73,6 +73,7 @@ def run_default_job() -> int:
     newcomer sees every stage of the product run, ending with the run's report folder. Full-site
     training is ``fit --config configs/sac_cpu.yaml`` (or ``sac_rtx4060.yaml`` on the laptop GPU).
     """
+    # lazy: each command loads only what it runs (build-site must not pay for torch and Lightning)
     from rich.console import Console
 
     from iquitos_lightning.cli import run_lightning_cli
@@ -107,9 +108,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; a :class:`~iquitos_lightning.errors.ProjectError` becomes ``error: ...`` and its exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in LIGHTNING_COMMANDS:
+        # lazy: each command loads only what it runs (build-site must not pay for torch and Lightning)
         from iquitos_lightning.cli import run_lightning_cli
 
         return run_lightning_cli(args)
+    # lazy: each command loads only what it runs (build-site must not pay for torch and Lightning)
     from iquitos_lightning.errors import ProjectError, one_line
 
     try:
@@ -123,26 +126,31 @@ def _run_project_command(args: list[str]) -> int:
     if not args:
         return run_default_job()
     if args[0] == "bench":  # speed and memory report (iquitos_lightning/bench, docs/performance.md)
+        # lazy: each command loads only what it runs (build-site must not pay for torch and Lightning)
         from iquitos_lightning.bench.run import main as bench_main
 
         return bench_main(args[1:])
     if args[0] == "gpu-check":  # the GPU proof (iquitos_lightning/bench/gpu_check.py, docs/performance.md)
+        # lazy: each command loads only what it runs
         from iquitos_lightning.bench.gpu_check import main as gpu_check_main
 
         return gpu_check_main(args[1:])
 
     namespace = _project_parser().parse_args(args)
+    # lazy: each command loads only what it runs (build-site must not pay for torch and Lightning)
     from iquitos_lightning.site.config import load_site_config
 
     site_config = load_site_config(namespace.site)
 
     if namespace.command == "build-site":
+        # lazy: each command loads only what it runs (build-site must not pay for torch and Lightning)
         from iquitos_lightning.site.build import build_site, print_calibration
 
         result = build_site(site_config, namespace.out, force=namespace.force)
         print_calibration(result)
         return 0
     if namespace.command == "compare":
+        # lazy: each command loads only what it runs (build-site must not pay for torch and Lightning)
         from iquitos_lightning.experiments.compare import CompareError, parse_frames, run_compare
 
         agents = [agent.strip() for agent in namespace.agents.split(",") if agent.strip()]
@@ -164,6 +172,7 @@ def _run_project_command(args: list[str]) -> int:
             return 2
         return 0
     if namespace.command == "baselines":
+        # lazy: each command loads only what it runs (build-site must not pay for torch and Lightning)
         from iquitos_lightning.control.baselines import run_baselines
 
         run_baselines(namespace.site, namespace.results)

@@ -1,6 +1,6 @@
 """Atomic file writes: a path holds either its previous content or the complete new one, never half.
 
-Why a module of its own, free of torch: checkpoints (:mod:`iquitos_lightning.checkpoint_io`) and
+Why a module of its own, free of torch: checkpoints (:mod:`iquitos_lightning.training.checkpoint_io`) and
 reports (KPI rows, baseline tables, plots) all need it, and ``baselines`` must not import torch.
 Data goes to a temporary file in the same folder, is flushed and fsynced, then renamed over the
 target (``os.replace`` is atomic on POSIX) and the folder is fsynced so the rename survives a power

@@ -5,46 +5,40 @@ every value stays overridable on the command line and jsonargparse refuses unkno
 types with its own message. On top of plain LightningCLI it adds what RL runs need:
 - Trainer defaults for frame-budgeted training (no epoch limit, no sanity validation, log every
   rollout) and a CSVLogger under ``runs/<name>/`` (``trainer.logger``/``trainer.callbacks`` stay free);
-- a ``checkpoint`` group (:class:`~iquitos_lightning.agents.checkpointing.FrameCheckpoint`: every N
+- a ``checkpoint`` group (:class:`~iquitos_lightning.training.callbacks.frame_checkpoint.FrameCheckpoint`: every N
   env frames plus ``last``; its folder defaults to ``<logger save_dir>/<name>/checkpoints`` so
   ``fit --ckpt_path last`` finds it from one run version to the next);
-- GPU-only settings adapted to a CPU machine once (:mod:`iquitos_lightning.agents.devices`);
+- GPU-only settings adapted to a CPU machine once (:mod:`iquitos_lightning.profile.devices`);
 - the observing callbacks, each a configurable group (``--step_rate.*``, ``--vram.*``, ``--oom.*``,
   ``--report.*``) and the frames-counting rich progress bar whenever the progress bar is on;
-- tracking (:mod:`iquitos_lightning.tracking`): beside the CSV log, a W&B run in offline mode by
+- tracking (:mod:`iquitos_lightning.training.tracking`): beside the CSV log, a W&B run in offline mode by
   default (``WANDB_MODE=online`` opts in, ``disabled`` or ``--tracking.wandb false`` opts out) that
   receives the full resolved config;
 - a CUDA out-of-memory error ends the process with status 3 after the emergency checkpoint.
-- crash-safe checkpoint files (:class:`~iquitos_lightning.checkpoint_io.SafeCheckpointIO` is the
+- crash-safe checkpoint files (:class:`~iquitos_lightning.training.checkpoint_io.SafeCheckpointIO` is the
   default ``trainer.plugins``) and one-line errors: a :class:`~iquitos_lightning.errors.ProjectError`
   anywhere in the chain is printed as ``error: ...`` with its exit status, never as a traceback;
   a run stopped by Ctrl-C exits with 130 after its checkpoint is saved;
 - an explicit ``--ckpt_path`` is checked before anything is built, and its hyperparameters never
-  replace the command line's (plain LightningCLI merges them in, so a checkpoint of another agent
-  fails inside jsonargparse and one of another env silently switches the run to that env).
+  replace the command line's (:mod:`iquitos_lightning.fastpath.cli_checkpoint`).
 - ``profile: auto`` / ``--profile auto``: sizes, precision and buffer chosen for the device, explicit
-  settings win (:mod:`iquitos_lightning.auto_profile`).
+  settings win (:mod:`iquitos_lightning.profile.auto_profile`).
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from jsonargparse import Namespace
-from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
+from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_warn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from iquitos_lightning.agents import RLAgent, interrupt
-from iquitos_lightning.agents.base import describe_identity
-from iquitos_lightning.agents.checkpointing import FrameCheckpoint
-from iquitos_lightning.agents.devices import AcceleratorUnavailable, adapt_to_machine
-from iquitos_lightning.auto_profile import add_profile_argument, apply_profile
-from iquitos_lightning.callbacks import OutOfMemoryHandler, RunReport, StepRate, VRAMMonitor, exit_on_out_of_memory
-from iquitos_lightning.checkpoint_io import SafeCheckpointIO
+from iquitos_lightning.agents import RLAgent
+from iquitos_lightning.agents.resume import describe_identity
 from iquitos_lightning.errors import (
     INTERRUPTED_EXIT_CODE,
     TERMINATED_EXIT_CODE,
@@ -52,18 +46,31 @@ from iquitos_lightning.errors import (
     find_project_error,
     one_line,
 )
-from iquitos_lightning.hardware import apply_memory_cap
-from iquitos_lightning.memory_budget import InsufficientMemory
-from iquitos_lightning.tracking import TrackingConfig, resolve_wandb_mode, wandb_loggers
+from iquitos_lightning.fastpath.cli_checkpoint import CommandLineWinsOnResume
+from iquitos_lightning.profile.auto_profile import add_profile_argument, apply_profile
+from iquitos_lightning.profile.devices import AcceleratorUnavailable, adapt_to_machine
+from iquitos_lightning.profile.hardware import apply_memory_cap
+from iquitos_lightning.profile.memory_budget import InsufficientMemory
+from iquitos_lightning.training.callbacks import (
+    FrameCheckpoint,
+    OutOfMemoryHandler,
+    RunReport,
+    StepRate,
+    VRAMMonitor,
+    exit_on_out_of_memory,
+    interrupt,
+)
+from iquitos_lightning.training.checkpoint_io import SafeCheckpointIO
+from iquitos_lightning.training.tracking import TrackingConfig, resolve_wandb_mode, wandb_loggers
 
 DEFAULT_LOGGER = {
     "class_path": "lightning.pytorch.loggers.CSVLogger",
     "init_args": {"save_dir": "runs", "name": "agent"},
 }
-SAFE_CHECKPOINT_IO = {"class_path": "iquitos_lightning.checkpoint_io.SafeCheckpointIO"}
+SAFE_CHECKPOINT_IO = {"class_path": "iquitos_lightning.training.checkpoint_io.SafeCheckpointIO"}
 
 
-class IquitosLightningCLI(LightningCLI):
+class IquitosLightningCLI(CommandLineWinsOnResume):
     def parse_arguments(self, parser: Any, args: Any) -> None:
         # Kept so the auto profile can tell what the user wrote from what is a default.
         self.written_args = list(sys.argv[1:] if args is None else args) if not isinstance(args, dict) else []
@@ -87,16 +94,8 @@ class IquitosLightningCLI(LightningCLI):
             }
         )
 
-    def _parse_ckpt_path(self) -> None:
-        """Refuse a ``--ckpt_path`` file of another agent or env (named), and keep the command line's values."""
-        subcommand = self.config.get("subcommand")
-        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
-        if not ckpt_path or not Path(ckpt_path).is_file():
-            return
-        model = self.config[subcommand].get("model")
-        if model is None or not getattr(model, "class_path", None):
-            super()._parse_ckpt_path()  # no model in the config: the checkpoint's hyperparameters define it
-            return
+    def check_checkpoint_file(self, ckpt_path: str, model: Any) -> None:
+        """Refuse a ``--ckpt_path`` file of another agent or env, naming both (before anything is built)."""
         saved = SafeCheckpointIO().load_checkpoint(ckpt_path).get("rl_state", {}).get("identity")
         agent = str(getattr(model, "class_path", "")).rsplit(".", 1)[-1]
         env = getattr(getattr(model, "init_args", None), "env", None)
@@ -135,13 +134,11 @@ class ConfigToWandb(SaveConfigCallback):
         loggers = wandb_loggers(trainer.loggers)
         if loggers:
             resolved = self.parser.dump(self.config, skip_none=False, format="yaml")
-            import yaml
-
             for logger in loggers:
                 logger.experiment.config.update({"cli": yaml.safe_load(resolved)}, allow_val_change=True)
 
 
-PROGRESS_BAR = "iquitos_lightning.callbacks.RLProgressBar"
+PROGRESS_BAR = "iquitos_lightning.training.callbacks.RLProgressBar"
 
 
 def _has_progress_bar(callbacks: Any) -> bool:
@@ -162,7 +159,7 @@ def _with_wandb_logger(logger: Any, project: str) -> Any:
     root = _logger_root(loggers) or "runs/agent"
     name = root.rstrip("/").split("/")[-1]
     wandb = Namespace(
-        class_path="iquitos_lightning.tracking.OfflineFirstWandbLogger",
+        class_path="iquitos_lightning.training.tracking.OfflineFirstWandbLogger",
         init_args=Namespace(name=name, save_dir=root, project=project),
     )
     return [*loggers, wandb]

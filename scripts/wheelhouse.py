@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -161,8 +162,11 @@ def main() -> int:
     for stale in args.out.glob("*.whl"):
         stale.unlink()
     wheels = collect(args)
+    had_build_folder = (ROOT / "build").exists()
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
                     "--no-build-isolation", "-w", str(args.out), str(ROOT)], check=True)  # fmt: skip
+    if not had_build_folder:  # setuptools leaves build/ in the source tree
+        shutil.rmtree(ROOT / "build", ignore_errors=True)
     project_wheel = next(args.out.glob("iquitos_lightning-*.whl"))
     wheels.append((project_wheel, "the project itself"))
     total = sum(path.stat().st_size for path, _ in wheels)

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from iquitos_lightning.hardware import MEMORY_CAP_ENV
+from iquitos_lightning.profile.hardware import MEMORY_CAP_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 CAPPED_PROCESS = """
 import torch
-from iquitos_lightning.hardware import apply_memory_cap, detect_device
+from iquitos_lightning.profile.hardware import apply_memory_cap, detect_device
 cap = apply_memory_cap()
 device = detect_device()
 print(device.total_memory_bytes == cap, device.free_memory_bytes <= cap)

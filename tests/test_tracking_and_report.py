@@ -13,7 +13,7 @@ import torch
 from PIL import Image
 
 from iquitos_lightning.cli import run_lightning_cli
-from iquitos_lightning.tracking import resolve_wandb_mode
+from iquitos_lightning.training.tracking import resolve_wandb_mode
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = str(REPO / "configs" / "smoke.yaml")

@@ -1,49 +1,42 @@
-"""The shared plumbing of on-line RL in Lightning: collector as dataloader, frame budget, evaluation, exact resume.
+"""The base of the on-line agents: collector as dataloader, frame budget, evaluation, logging, checkpoints.
 
 Why one base: SAC, PPO and A2C differ only in how they learn from a rollout; everything else is
-the same and easy to get subtly wrong, so it lives here once:
+the same and easy to get subtly wrong, so it lives here once, each concern in its own module:
 
 - **Data**: a TorchRL collector on CPU envs feeds ``training_step`` through
   :class:`CollectorStream` (the train dataloader): in this process, or in worker processes with
-  ``env.num_workers`` or ``rollout.overlap`` (:mod:`iquitos_lightning.agents.collection`). One
-  Lightning "epoch" is one evaluation period (``eval_every_frames``), so validation runs after each
-  period through Lightning's own loop. The stream has a length, so Lightning does not prefetch:
-  every rollout is collected with the weights of the latest update (with ``overlap``: of the update
-  before, by design).
+  ``env.num_workers`` or ``rollout.overlap`` (:mod:`.collection`). One Lightning "epoch" is one
+  evaluation period (``eval_every_frames``), so validation runs after each period through Lightning's
+  own loop. The stream has a length, so Lightning does not prefetch: every rollout is collected with the
+  weights of the latest update (with ``overlap``: of the update before, by design).
 - **Budget**: training stops when ``frames_done`` reaches ``frame_budget`` (env frames), not on
   ``max_steps`` (Lightning's ``global_step`` counts optimizer steps: three per SAC update).
-- **Env**: built from :class:`~iquitos_lightning.agents.env_factory.EnvConfig` and kept in a plain
-  holder, never as a child ``nn.Module`` (Lightning would move it to the GPU and checkpoint it).
+- **Env**: built from :class:`~iquitos_lightning.envs.factory.EnvConfig` and kept in a plain holder,
+  never as a child ``nn.Module`` (Lightning would move it to the GPU and checkpoint it).
 - **Evaluation**: validation/test roll out the deterministic policy over full episodes of a
   separate env with fixed seeds, under a forked RNG so evaluating never changes training; the
-  return is logged, plus the site KPIs when the env is the Iquitos site; ``test`` also writes the
-  agent's KPI row to ``<logger root>/kpis.json``.
-- **Numerical faults**: agents step their optimizers through :meth:`RLAgent.apply_gradients`, which
-  skips an update whose loss or gradient is non-finite (counted as ``train/nonfinite_skipped``) and
-  stops the run after ``rollout.max_nonfinite_in_a_row`` in a row (:mod:`.numerics`).
+  return is logged, plus the site KPIs (:mod:`iquitos_lightning.metrics.kpis`) when the env is the
+  Iquitos site; after ``test`` the agent's KPI row is :meth:`RLAgent.test_kpi_row` (the run report
+  writes it).
 - **Update step**: agents call :meth:`RLAgent.run_update`, which runs their ``update`` through the
-  fast-path switches of :class:`~iquitos_lightning.agents.speed.SpeedConfig` (``torch.compile`` of
-  ``loss_terms``, a CUDA graph of the whole step, TF32), planned once per fit for the device at hand.
-- **Resume**: counters, the env's episode counter, the RNG states and whatever the agent adds
-  (the replay buffer) go into the checkpoint; a run resumed from a checkpoint taken at an episode
-  boundary repeats the uninterrupted run exactly; one taken mid-episode starts a fresh episode.
+  fast-path switches planned once per fit (:mod:`.speed`), and step their optimizers through
+  :meth:`RLAgent.apply_gradients`, which skips an update whose loss or gradient is non-finite (:mod:`.guards`).
+- **Resume**: counters, the env's episode counter, the RNG states and whatever the agent adds go into
+  the checkpoint, and a checkpoint that does not fit is refused (:mod:`.resume`).
 
-Contract with the callbacks (:mod:`iquitos_lightning.callbacks.step_rate`): ``frames_done``,
-``frame_budget``, ``updates_done``, ``episodes_done``, ``last_episode_return``.
+What callbacks read from an agent is typed in :mod:`.contract`. On-policy and off-policy learning
+add their own layer (:mod:`.on_policy`, :mod:`.off_policy`); the algorithms are the math on top.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import random
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields, is_dataclass
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar
 
 import lightning.pytorch as pl
 import numpy as np
+import pandas as pd
 import torch
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from tensordict import TensorDictBase
@@ -52,42 +45,26 @@ from torch.utils.data import IterableDataset
 from torchrl.collectors import BaseCollector
 from torchrl.envs import EnvBase, ExplorationType, set_exploration_type
 
-from iquitos_lightning.agents.collection import collects_in_process, make_collector, pushes_weights_itself
-from iquitos_lightning.agents.env_factory import EnvConfig, episode_seeding, make_env, site_env
-from iquitos_lightning.agents.numerics import NonFiniteGuard, find_nonfinite
+from iquitos_lightning.agents.collection import collects_in_process, make_collector
+from iquitos_lightning.agents.config import RolloutConfig, as_config, plain
+from iquitos_lightning.agents.guards import NonFiniteGuard, backward_and_step
+from iquitos_lightning.agents.networks import make_actor
 from iquitos_lightning.agents.replay import bytes_per_transition
-from iquitos_lightning.agents.sampling import collection_policy
-from iquitos_lightning.agents.speed import SpeedConfig, apply_tf32, compiled, graphed, plan_speed
+from iquitos_lightning.agents.resume import env_resets_on_resume, refuse_unfit_checkpoint, rng_states, set_rng_states
+from iquitos_lightning.agents.speed import PlannedUpdate, SpeedConfig, planned_update
+from iquitos_lightning.envs.factory import EnvConfig, env_specs, episode_seeding, make_env, site_env
 from iquitos_lightning.errors import ConfigError
-from iquitos_lightning.hardware import cuda_free_and_total_bytes
-from iquitos_lightning.memory_budget import DeviceEstimate, Workload, check_device_fits, device_estimate, network_shapes
-
-ConfigT = TypeVar("ConfigT")
-
-
-@dataclass
-class RolloutConfig:
-    """How much to collect, in environment frames, and how often to evaluate."""
-
-    frame_budget: int = 1_000_000  # env frames collected by `fit` (the training budget; rounded up to whole batches)
-    frames_per_batch: int = 1_000  # frames per collector rollout = one training batch
-    eval_every_frames: int = 50_000  # validate (and end a Lightning epoch) every this many frames
-    eval_episodes: int = 1  # full deterministic episodes per validation/test
-    max_eval_steps: int = 100_000  # safety cap on the length of one evaluation episode
-    max_nonfinite_in_a_row: int = 10  # updates with a non-finite loss/gradient skipped in a row before the run stops
-    overlap: bool = False  # collect the next rollout in a worker process while learning from this one (SAC only)
-
-
-def as_config(config_class: type[ConfigT], value: ConfigT | dict[str, Any] | None) -> ConfigT:
-    """Accept a config dataclass or its dict (hparams of a checkpoint store plain dicts)."""
-    if value is None:
-        return config_class()
-    if isinstance(value, config_class):
-        return value
-    if isinstance(value, dict):
-        known = {field.name for field in fields(config_class)}  # type: ignore[arg-type]
-        return config_class(**{key: item for key, item in value.items() if key in known})
-    raise TypeError(f"expected {config_class.__name__} or dict, got {type(value).__name__}")
+from iquitos_lightning.fastpath.collector_weights import pushes_weights_itself
+from iquitos_lightning.fastpath.tanh_normal import collection_policy
+from iquitos_lightning.metrics.kpis import compute_kpis
+from iquitos_lightning.profile.hardware import cuda_free_and_total_bytes
+from iquitos_lightning.profile.memory_budget import (
+    DeviceEstimate,
+    Workload,
+    check_device_fits,
+    device_estimate,
+    network_shapes,
+)
 
 
 class _Runtime:
@@ -97,11 +74,9 @@ class _Runtime:
         self.train_env = train_env
         self.eval_env: EnvBase | None = None
         self.collector: BaseCollector | None = None
-        self.collection_policy: Any = None  # what the collector runs (agents/sampling.py), built with the collector
+        self.collection_policy: Any = None  # what the collector runs (fastpath/tanh_normal.py)
         self.iterator: Any = None
-        self.loss_fn: Any = None  # the agent's loss_terms, compiled or not (planned on the first update of a fit)
-        self.update_fn: Any = None  # the agent's update, CUDA-graphed or not
-        self.guard_updates = True  # check each update for non-finite losses/gradients (not inside a CUDA graph)
+        self.update: PlannedUpdate | None = None  # the agent's update as it runs here (planned once per fit)
         self.last_update_applied = True  # False when apply_gradients skipped the update in progress
 
 
@@ -134,63 +109,6 @@ class CollectorStream(IterableDataset):
         pass
 
 
-def _rng_states() -> dict[str, Any]:
-    """Every global RNG the training path draws from, as tensors and ints (safe for ``weights_only`` loads)."""
-    numpy_state = np.random.get_state()
-    states: dict[str, Any] = {
-        "torch": torch.get_rng_state(),
-        "numpy": {
-            "keys": torch.from_numpy(numpy_state[1].astype(np.int64)),
-            "pos": int(numpy_state[2]),
-            "has_gauss": int(numpy_state[3]),
-            "cached_gaussian": float(numpy_state[4]),
-        },
-        "python": random.getstate(),
-    }
-    if torch.cuda.is_available():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    return states
-
-
-def _set_rng_states(states: dict[str, Any]) -> None:
-    torch.set_rng_state(states["torch"])
-    numpy_state = states["numpy"]
-    np.random.set_state(
-        (
-            "MT19937",
-            numpy_state["keys"].numpy().astype(np.uint32),
-            numpy_state["pos"],
-            numpy_state["has_gauss"],
-            numpy_state["cached_gaussian"],
-        )
-    )
-    random.setstate(states["python"])
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
-
-
-def describe_identity(identity: dict[str, Any]) -> str:
-    """``SAC on iquitos site 'tiny' (observation size 40, action size 5)``: what a checkpoint was trained as."""
-    task = identity.get("env")
-    if identity.get("site"):
-        task = f"{task} site {identity['site']!r}"
-    return (
-        f"{identity.get('agent')} on {task} (observation size {identity.get('observation_size')}, "
-        f"action size {identity.get('action_size')})"
-    )
-
-
-def _plain(value: Any) -> Any:
-    """Dataclasses as dicts, tuples as lists: what a ``weights_only`` checkpoint load and a YAML file accept."""
-    if is_dataclass(value) and not isinstance(value, type):
-        return {key: _plain(item) for key, item in asdict(value).items()}
-    if isinstance(value, tuple | list):
-        return [_plain(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    return value
-
-
 class RLAgent(pl.LightningModule):
     """Base of the on-line agents. Subclasses build their networks in ``__init__`` from :attr:`train_env`'s
     specs and implement :meth:`learn` (and :meth:`configure_optimizers`); see ``sac.py`` for the pattern.
@@ -198,6 +116,9 @@ class RLAgent(pl.LightningModule):
 
     algorithm: str | None = None  # "sac", "ppo" or "a2c": how memory is estimated; None: not estimated
     off_policy = False  # learns from data of older policies (may collect with rollout.overlap)
+    actor_log_prob = True  # the actor writes its action's log-probability at collection (PPO, A2C; not SAC)
+    # Dataclass groups of the constructor's arguments, by name (what the auto profile fills when left unset).
+    config_groups: ClassVar[dict[str, type]] = {"env": EnvConfig, "rollout": RolloutConfig, "speed": SpeedConfig}
 
     def __init__(
         self, env: EnvConfig | None = None, rollout: RolloutConfig | None = None, speed: SpeedConfig | None = None
@@ -209,7 +130,7 @@ class RLAgent(pl.LightningModule):
         self._check_rollout_config()
         self.save_hyperparameters()
         for key in list(self.hparams):
-            self.hparams[key] = _plain(self.hparams[key])
+            self.hparams[key] = plain(self.hparams[key])
         self._runtime = _Runtime(make_env(self.env_config))
         self.frames_done = 0
         self.updates_done = 0
@@ -217,7 +138,7 @@ class RLAgent(pl.LightningModule):
         self.last_episode_return: float | None = None
         self.at_episode_boundary = True
         self._pending_rng: dict[str, Any] | None = None
-        self._test_kpis: list[dict[str, float]] = []
+        self._test_kpis: list[dict[str, float]] = []  # KPIs of each test episode (mean: test_kpi_row)
         self.nonfinite = NonFiniteGuard(self.rollout_config.max_nonfinite_in_a_row)
 
     # ----- what subclasses provide ---------------------------------------------------------------
@@ -348,7 +269,7 @@ class RLAgent(pl.LightningModule):
 
     # ----- training ----------------------------------------------------------------------------------
     def on_fit_start(self) -> None:
-        self._runtime.loss_fn = self._runtime.update_fn = None  # planned again for this fit's device
+        self._runtime.update = None  # planned again for this fit's device
         if self.device.type == "cuda" and self.algorithm is not None:
             free, _ = cuda_free_and_total_bytes(self.device.index or 0)  # IQUITOS_GPU_MEMORY_CAP_GIB applies
             hint = "Lower the batch or rollout size or --model.hidden_sizes, or try --profile auto."
@@ -375,18 +296,35 @@ class RLAgent(pl.LightningModule):
         self.log_dict(logged, on_step=True, on_epoch=False, batch_size=rollout.numel())
         return logged
 
-    def device_memory_estimate(self) -> DeviceEstimate:
-        """Device memory one update needs with these settings (:mod:`iquitos_lightning.memory_budget`): checked at
-        the start of every fit on CUDA, so a run that cannot fit refuses before its first rollout."""
-        example = self.train_env.fake_tensordict()
+    @classmethod
+    def workload(cls, env: EnvBase, frames_per_batch: int) -> Workload:
+        """The sizes that decide memory (:mod:`~iquitos_lightning.profile.memory_budget`) for this agent on ``env``:
+        observation and action size, and the bytes of one stored transition with what the collector stores next
+        to it (the actor's outputs)."""
+        example = env.fake_tensordict()
         with torch.no_grad():
-            self.exploration_policy(example)  # what the collector stores next to each transition
-        workload = Workload(
+            make_actor(env, (8,), return_log_prob=cls.actor_log_prob)(example)
+        return Workload(
             observation_dim=int(example["observation"].shape[-1]),
-            action_dim=int(self.train_env.action_spec.shape[-1]),
+            action_dim=int(env.action_spec.shape[-1]),
             transition_bytes=bytes_per_transition(example),
-            frames_per_batch=self.rollout_config.frames_per_batch,
+            frames_per_batch=frames_per_batch,
         )
+
+    @classmethod
+    def profile_workload(cls, model_args: Mapping[str, Any]) -> Workload:
+        """:meth:`workload` from the configured arguments, before any agent exists (the auto profile's input): the
+        env's specs are read without building a site (:func:`~iquitos_lightning.envs.factory.env_specs`)."""
+        env = env_specs(as_config(EnvConfig, model_args.get("env")))
+        try:
+            return cls.workload(env, as_config(RolloutConfig, model_args.get("rollout")).frames_per_batch)
+        finally:
+            env.close()
+
+    def device_memory_estimate(self) -> DeviceEstimate:
+        """Device memory one update needs with these settings: checked at the start of every fit on CUDA, so a run
+        that cannot fit refuses before its first rollout."""
+        workload = self.workload(self.train_env, self.rollout_config.frames_per_batch)
         shapes = network_shapes(str(self.algorithm), workload, tuple(self.hparams["hidden_sizes"]))
         return device_estimate(shapes, *self.update_rows(), workload.transition_bytes)
 
@@ -401,31 +339,23 @@ class RLAgent(pl.LightningModule):
 
     def compute_losses(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """:meth:`loss_terms`, compiled when ``speed.compile`` is on."""
-        if self._runtime.loss_fn is None:
-            self._plan_update()
-        return self._runtime.loss_fn(batch)
+        return self._planned_update().loss_fn(batch)
 
     def run_update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
         """One :meth:`update` through the planned fast path; counts it unless it was skipped as non-finite."""
-        if self._runtime.update_fn is None:
-            self._plan_update()
+        update_fn = self._planned_update().update_fn
         self._runtime.last_update_applied = True
-        metrics = self._runtime.update_fn(batch)
+        metrics = update_fn(batch)
         self.updates_done += int(self._runtime.last_update_applied)
         return metrics
 
-    def _plan_update(self) -> None:
-        """Decide once per fit which switches run here, say why any cannot, and wrap the step accordingly."""
-        precision = str(self.trainer.precision) if self._trainer is not None else "32-true"
-        plan = plan_speed(self.speed_config, self.device, precision, self.fixed_update_shapes())
-        for note in plan.notes:
-            rank_zero_warn(note)
-        apply_tf32(plan.speed.tf32)
-        self._runtime.loss_fn = compiled(self.loss_terms, plan.speed.compile)
-        self._runtime.update_fn = graphed(self.update, plan.speed.cuda_graphs, self.device)
-        self._runtime.guard_updates = not plan.speed.cuda_graphs
-        if plan.speed.cuda_graphs:
-            rank_zero_warn("cuda_graphs: updates run unchecked for non-finite losses (the check would break capture)")
+    def _planned_update(self) -> PlannedUpdate:
+        if self._runtime.update is None:
+            precision = str(self.trainer.precision) if self._trainer is not None else "32-true"
+            self._runtime.update = planned_update(
+                self.speed_config, self.device, precision, self.fixed_update_shapes(), self.loss_terms, self.update
+            )
+        return self._runtime.update
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.frames_done >= self.frame_budget:
@@ -434,41 +364,29 @@ class RLAgent(pl.LightningModule):
     def apply_gradients(
         self, total: torch.Tensor, losses: Mapping[str, torch.Tensor], terms_of_optimizers: Sequence[str]
     ) -> bool:
-        """Backward ``total`` and step every optimizer, unless a loss term or a gradient is non-finite.
+        """Backward ``total`` and step every optimizer, unless a loss term or a gradient is non-finite
+        (:func:`~iquitos_lightning.agents.guards.backward_and_step`).
 
-        ``losses`` holds the (detached) ``loss_*`` terms that ``total`` sums, checked and named in the
-        message; ``terms_of_optimizers`` names, per optimizer (in ``configure_optimizers`` order), the loss
-        term its gradients come from. A faulty update is skipped (no optimizer steps, gradients dropped)
-        and counted; after ``max_nonfinite_in_a_row`` in a row :class:`NonFiniteTraining` stops the run.
-        Returns whether the update was applied (also recorded for :meth:`run_update`'s count). Inside a
-        CUDA graph the check (a host sync) cannot run: the update is applied unchecked there.
+        ``terms_of_optimizers`` names, per optimizer (in ``configure_optimizers`` order), the loss term its
+        gradients come from. A faulty update is skipped and counted; after ``max_nonfinite_in_a_row`` in a row
+        :class:`~iquitos_lightning.agents.guards.NonFiniteTraining` stops the run. Returns whether the update was
+        applied (also recorded for :meth:`run_update`'s count).
         """
         optimizers = self.optimizers()
         optimizers = list(optimizers) if isinstance(optimizers, list | tuple) else [optimizers]
-        loss_terms = {name: value for name, value in losses.items() if name.startswith("loss_")}
-        for optimizer in optimizers:
-            optimizer.zero_grad(set_to_none=True)
-        self.manual_backward(total)
-        if not self._runtime.guard_updates:
-            for optimizer in optimizers:
-                optimizer.step()
-            return True
-        scaled = getattr(self.trainer.precision_plugin, "scaler", None) is not None  # the scaler checks gradients
-        gradients = {
-            term: []
-            if scaled
-            else [p.grad for group in opt.param_groups for p in group["params"] if p.grad is not None]
-            for opt, term in zip(optimizers, terms_of_optimizers, strict=True)
-        }
-        fault = find_nonfinite(loss_terms, gradients)
+        fault = backward_and_step(
+            optimizers,
+            self.manual_backward,
+            total,
+            losses,
+            terms_of_optimizers,
+            check=self._planned_update().checked,
+            gradients_checked_by_scaler=getattr(self.trainer.precision_plugin, "scaler", None) is not None,
+        )
         self._runtime.last_update_applied = fault is None
         if fault is None:
             self.nonfinite.record_ok()
-            for optimizer in optimizers:
-                optimizer.step()
             return True
-        for optimizer in optimizers:
-            optimizer.zero_grad(set_to_none=True)
         if self.nonfinite.record_skip(fault, self.frames_done, self.updates_done):
             rank_zero_warn(
                 f"skipped an update: non-finite {fault} at frame {self.frames_done:,} "
@@ -504,9 +422,28 @@ class RLAgent(pl.LightningModule):
     def on_test_epoch_start(self) -> None:
         self._test_kpis = []
 
-    def on_test_epoch_end(self) -> None:
-        if self._test_kpis:
-            self._write_kpi_row()
+    def test_kpi_row(self) -> dict[str, Any] | None:
+        """This agent's KPI row of the last ``test``: who it is and the mean KPIs of its test episodes (None if the
+        test env is not the site). :class:`~iquitos_lightning.training.callbacks.RunReport` writes it."""
+        if not self._test_kpis:
+            return None
+        names = self._test_kpis[0].keys()
+        means = {name: float(np.mean([kpis[name] for kpis in self._test_kpis])) for name in names}
+        return {
+            "controller": type(self).__name__,
+            "site": self.env_config.site,
+            "frames_trained": self.frames_done,
+        } | means
+
+    def evaluation_flows(self) -> tuple[pd.DataFrame, int] | None:
+        """The last evaluation episode's hourly flows and calendar year, when the agent evaluates on the site."""
+        site = site_env(self.eval_env)
+        if site is None:
+            return None
+        flows = site.flows()
+        if flows is None or len(flows) == 0:
+            return None
+        return flows, int(site.site_config.calendar.year)
 
     def evaluate_episode(self, episode: int) -> tuple[float, TensorDictBase]:
         """Return and rollout of evaluation episode ``episode`` under the deterministic policy."""
@@ -529,29 +466,13 @@ class RLAgent(pl.LightningModule):
         site = site_env(self.eval_env)
         if site is None:
             return None
-        from iquitos_lightning.control.kpis import compute_kpis
-
         kpis = compute_kpis(site.flows(), site.departures(), site.site_config)
         self.log_dict({f"{stage}/kpi/{name}": value for name, value in kpis.items()}, on_epoch=True, batch_size=1)
         return {"episode_return": episode_return, **kpis}
 
-    def _write_kpi_row(self) -> Path:
-        """Mean KPIs of the test episodes as this agent's row, next to its logs (``<logger root>/kpis.json``)."""
-        names = self._test_kpis[0].keys()
-        row: dict[str, Any] = {name: float(np.mean([kpis[name] for kpis in self._test_kpis])) for name in names}
-        identity = {"controller": type(self).__name__, "site": self.env_config.site, "frames_trained": self.frames_done}
-        row = {**identity, **row}
-        logger = self.trainer.logger
-        root = getattr(logger, "root_dir", None) if logger else None
-        path = Path(root or self.trainer.default_root_dir) / "kpis.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(row, indent=2) + "\n")
-        rank_zero_info(f"KPIs of {row['controller']} written to {path}")
-        return path
-
     # ----- checkpoints ---------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        # Worker processes keep their own episode counters (agents/collection.py: resume exact in-process only).
+        # Worker processes keep their own episode counters (collection.py: resume exact in-process only).
         in_process = collects_in_process(self.env_config, self.rollout_config.overlap)
         resets = episode_seeding(self.train_env).resets_done if in_process else 0
         checkpoint["rl_state"] = {
@@ -560,10 +481,8 @@ class RLAgent(pl.LightningModule):
             "episodes_done": self.episodes_done,
             "last_episode_return": self.last_episode_return,
             "at_episode_boundary": self.at_episode_boundary,
-            # At a boundary the collector has already reset into an episode with no frames yet: the
-            # resumed run repeats that reset (same seed). Mid-episode it starts the next episode.
-            "env_resets_on_resume": max(resets - 1, 0) if self.at_episode_boundary else resets,
-            "rng": _rng_states(),
+            "env_resets_on_resume": env_resets_on_resume(resets, self.at_episode_boundary),
+            "rng": rng_states(),
             "agent": self.agent_state(),
             "nonfinite_skipped": self.nonfinite.skipped_total,
             "identity": self.identity(),
@@ -582,28 +501,7 @@ class RLAgent(pl.LightningModule):
 
     def check_checkpoint_fits(self, checkpoint: dict[str, Any]) -> None:
         """Refuse, naming what differs, a checkpoint of another agent, task or network size (before torch does)."""
-        saved = checkpoint.get("rl_state", {}).get("identity")
-        here = self.identity()
-        if saved is not None:
-            differs = [key for key in ("agent", "observation_size", "action_size") if saved.get(key) != here[key]]
-            if differs:
-                raise ConfigError(
-                    f"--ckpt_path: the checkpoint is of {describe_identity(saved)}, this run is "
-                    f"{describe_identity(here)} ({', '.join(differs)} differ): use a checkpoint of the same agent "
-                    "and site, or start without --ckpt_path"
-                )
-        own = self.state_dict()
-        theirs = checkpoint.get("state_dict", {})
-        mismatched = sorted(key for key in own.keys() & theirs.keys() if own[key].shape != theirs[key].shape)
-        missing, unexpected = sorted(own.keys() - theirs.keys()), sorted(theirs.keys() - own.keys())
-        if mismatched or missing or unexpected:
-            first = (mismatched or missing or unexpected)[0]
-            raise ConfigError(
-                f"--ckpt_path: the checkpoint's networks do not fit this {here['agent']} ({len(mismatched)} tensors "
-                f"of another shape, {len(missing)} missing, {len(unexpected)} unexpected, e.g. {first!r}): it was "
-                "saved with other model.hidden_sizes or by another agent or site; use a checkpoint of this "
-                "configuration, or start without --ckpt_path"
-            )
+        refuse_unfit_checkpoint(checkpoint, self.identity(), self.state_dict())
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.check_checkpoint_fits(checkpoint)
@@ -624,5 +522,5 @@ class RLAgent(pl.LightningModule):
     def restore_pending_rng(self) -> None:
         """Put back the checkpoint's RNG states right before the first rollout (after the collector is built)."""
         if self._pending_rng is not None:
-            _set_rng_states(self._pending_rng)
+            set_rng_states(self._pending_rng)
             self._pending_rng = None

@@ -24,7 +24,7 @@ One worker with neither switch collects in the training process (``Collector``),
 resume exact: the env's episode counter and the RNG live where the checkpoint can read them. Worker
 processes keep their own, so a resumed run with workers or overlap restarts the workers' episode
 streams (README "Resuming a run"). Workers are started with TorchRL's default ``spawn``: they rebuild
-their env from a picklable maker (:func:`~iquitos_lightning.agents.env_factory.worker_env_makers`).
+their env from a picklable maker (:func:`~iquitos_lightning.envs.factory.worker_env_makers`).
 """
 
 from __future__ import annotations
@@ -33,72 +33,12 @@ import copy
 from typing import Any
 
 import torch
-from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModule
-from torch import nn
-from torchrl.collectors import BaseCollector, Collector, MultiAsyncCollector, MultiSyncCollector
+from torchrl.collectors import BaseCollector, Collector
 from torchrl.envs import EnvBase
 
-from iquitos_lightning.agents.env_factory import EnvConfig, worker_env_makers
-
-
-class _PushesLearnerWeights:
-    """A collector whose no-argument weight update (what its iterator calls before each "collect" message)
-    copies the learner's current weights into the workers' policy copy."""
-
-    learner: nn.Module | None = None
-
-    def update_policy_weights_(self, policy_or_weights: Any = None, **kwargs: Any) -> None:
-        if policy_or_weights is None and not kwargs:
-            if self.learner is None:
-                return  # a random policy (no weights): nothing to send
-            if self.write_learner_weights_in_place():
-                return
-            # As CPU tensors: the workers' copy is on the CPU whatever device the learner trains on.
-            policy_or_weights = TensorDict.from_module(self.learner).data.to("cpu")
-        super().update_policy_weights_(policy_or_weights, **kwargs)  # type: ignore[misc]
-
-    def write_learner_weights_in_place(self) -> bool:
-        """Copy the learner's weights straight into the workers' copy when that is safe; False: TorchRL pushes them.
-
-        Never safe here in general: an overlapping worker may be mid-rollout (see :class:`WorkerSyncCollector`)."""
-        return False
-
-
-class WorkerSyncCollector(_PushesLearnerWeights, MultiSyncCollector):
-    """``MultiSyncCollector`` whose workers collect with the learner's latest weights.
-
-    The push before each rollout writes the learner's weights straight into the workers' policy copy, whose
-    parameters live in shared memory that every worker maps: between synchronous rollouts no worker is
-    collecting, and the "collect" message that follows is sent after the write. TorchRL's own push does the
-    same write and then a round trip through each worker's instruction and acknowledgement queues (a thread
-    hand-off on both sides), 6 ms a rollout at the median and tens of ms at times on the 2-core machine
-    (docs/performance.md), where an A2C rollout of 12 frames a worker lasts ~150 ms. Should the copy's parameters not be
-    in shared memory, TorchRL's push runs instead.
-    """
-
-    _shared_weights: TensorDictBase | None = None
-
-    def write_learner_weights_in_place(self) -> bool:
-        shared = self.shared_worker_weights()
-        if shared is None:
-            return False
-        shared.update_(TensorDict.from_module(self.learner).data)
-        return True
-
-    def shared_worker_weights(self) -> TensorDictBase | None:
-        """The workers' policy parameters, when they all live in shared memory (else None)."""
-        if self._shared_weights is None and self.policy is not None:
-            weights = TensorDict.from_module(self.policy).data
-            leaves = list(weights.values(True, True))
-            if not leaves or not all(leaf.is_shared() for leaf in leaves):
-                return None
-            self._shared_weights = weights
-        return self._shared_weights
-
-
-class WorkerAsyncCollector(_PushesLearnerWeights, MultiAsyncCollector):
-    """``MultiAsyncCollector`` whose workers collect with the learner's weights of one rollout before."""
+from iquitos_lightning.envs.factory import EnvConfig, worker_env_makers
+from iquitos_lightning.fastpath.collector_weights import WorkerAsyncCollector, WorkerSyncCollector
 
 
 def collects_in_process(env_config: EnvConfig, overlap: bool) -> bool:
@@ -140,8 +80,3 @@ def make_collector(
     collector = collector_class(makers, worker_policy, update_at_each_batch=True, **common)
     collector.learner = policy
     return collector
-
-
-def pushes_weights_itself(collector: BaseCollector) -> bool:
-    """Whether the collector sends the learner's weights to its workers before each rollout (worker collectors do)."""
-    return isinstance(collector, _PushesLearnerWeights)

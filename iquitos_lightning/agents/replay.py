@@ -21,7 +21,8 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.data import LazyMemmapStorage, LazyTensorStorage, TensorDictReplayBuffer
 
 from iquitos_lightning.errors import ConfigError
-from iquitos_lightning.hardware import GIB, detect_device
+from iquitos_lightning.fastpath.replay_cursor import set_write_cursor, write_cursor
+from iquitos_lightning.profile.hardware import GIB, detect_device
 
 # Keys the collector adds that no loss reads (trajectory ids restart on resume): kept out of the buffer.
 EXCLUDED_KEYS = ("collector",)
@@ -70,13 +71,14 @@ def transition_for_buffer(transitions: TensorDictBase) -> TensorDictBase:
 
 
 def bytes_per_transition(example: TensorDictBase) -> int:
-    """Bytes one stored transition takes, from a single (unbatched) example transition.
+    """Bytes one stored transition takes, from an example transition (of a batched env: per transition).
 
     ``TensorDictReplayBuffer`` also stores each item's int64 ``index``: counted when the example lacks it.
     """
+    rows = max(example.numel(), 1)  # a batched env (the twin) gives one transition per env
     leaves = transition_for_buffer(example).values(include_nested=True, leaves_only=True)
     index_bytes = 0 if "index" in example.keys() else torch.empty((), dtype=torch.int64).element_size()
-    return int(sum(leaf.numel() * leaf.element_size() for leaf in leaves)) + index_bytes
+    return int(sum(leaf.numel() * leaf.element_size() for leaf in leaves)) // rows + index_bytes
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,7 @@ def buffer_contents(buffer: TensorDictReplayBuffer) -> dict[str, Any]:
     """The filled part of the buffer and its write cursor, as plain tensors (safe for ``weights_only`` loads)."""
     filled = len(buffer)
     data = buffer.storage.get(slice(0, filled)).clone().to_dict() if filled else {}
-    return {"filled": filled, "cursor": int(buffer._writer._cursor), "data": data}
+    return {"filled": filled, "cursor": write_cursor(buffer), "data": data}
 
 
 def restore_buffer(buffer: TensorDictReplayBuffer, contents: dict[str, Any]) -> None:
@@ -145,7 +147,7 @@ def restore_buffer(buffer: TensorDictReplayBuffer, contents: dict[str, Any]) -> 
             capacity = buffer.storage.max_size
             raise ValueError(f"checkpoint holds {filled} transitions but the buffer capacity is {capacity}")
         buffer.extend(TensorDict(contents["data"], batch_size=[filled]))
-    buffer._writer._cursor = int(contents["cursor"])
+    set_write_cursor(buffer, int(contents["cursor"]))
 
 
 def storage_device(buffer: TensorDictReplayBuffer) -> torch.device:

@@ -2,57 +2,34 @@
 
 Read top to bottom like CleanRL's ``sac_continuous_action.py``: the hyperparameters are the
 ``__init__`` arguments (documented below), :meth:`SAC.update` is one gradient step of all three
-losses, :meth:`SAC.learn` is what happens to each rollout (store it, then ``updates_per_frame``
-updates per new frame once ``init_random_frames`` random frames are in the buffer). The collector,
-frame budget, evaluation and checkpoints are the base's (:mod:`iquitos_lightning.agents.base`).
+losses. What happens to each rollout (store it, then ``updates_per_frame`` updates per new frame once
+``init_random_frames`` random frames are in the buffer) is the off-policy layer's (:mod:`.off_policy`);
+the collector, frame budget, evaluation and checkpoints are the base's (:mod:`.base`).
 
 Optimization is manual (three optimizers): one ``manual_backward`` over the summed losses, then
 each optimizer steps. ``manual_backward`` and the Lightning optimizers go through the precision
 plugin, so ``16-mixed`` on CUDA gets its gradient scaling and unscaling. Stepping the Q optimizer
-before the actor's backward would fail: the actor loss reads the Q networks (FACTS.md).
+before the actor's backward would fail: the actor loss reads the Q networks (TorchRL's SACLoss computes
+all three losses from one forward pass).
 """
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
-
 import torch
-from lightning.pytorch.utilities import rank_zero_info
 from tensordict import TensorDictBase
 from torch.optim import Adam
 from torchrl.objectives import SACLoss
 
-from iquitos_lightning.agents.base import RLAgent, RolloutConfig, as_config
-from iquitos_lightning.agents.env_factory import EnvConfig
+from iquitos_lightning.agents.config import RolloutConfig
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor, make_q_value
-from iquitos_lightning.agents.replay import (
-    ReplayBufferConfig,
-    buffer_contents,
-    buffer_footprint,
-    check_buffer_config,
-    check_footprint,
-    make_replay_buffer,
-    restore_buffer,
-    transition_for_buffer,
-)
+from iquitos_lightning.agents.off_policy import NonModule, OffPolicyAgent
+from iquitos_lightning.agents.replay import ReplayBufferConfig
 from iquitos_lightning.agents.speed import SpeedConfig
-from iquitos_lightning.agents.target_update import ForeachSoftUpdate
-
-# Batches of this many updates are drawn from the buffer and moved to the device at once: one index draw,
-# one gather and one host-to-device copy instead of one each per update. The buffer samples uniformly with
-# replacement, so a chunk split in batches is distributed as independent batches are.
-SAMPLE_CHUNK_UPDATES = 32
+from iquitos_lightning.envs.factory import EnvConfig
+from iquitos_lightning.fastpath.soft_update import ForeachSoftUpdate
 
 
-class _NonModule:
-    """Holds an object that must not become a child module or enter the state_dict."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-class SAC(RLAgent):
+class SAC(OffPolicyAgent):
     """SAC with a host-side replay buffer.
 
     Args:
@@ -74,7 +51,7 @@ class SAC(RLAgent):
         speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
 
-    algorithm = "sac"  # the memory model and profile keys it uses (iquitos_lightning.profiles)
+    algorithm = "sac"  # the memory model and profile keys it uses (iquitos_lightning.profile.profiles)
     off_policy = True  # may collect one rollout ahead (rollout.overlap)
 
     def __init__(
@@ -97,16 +74,10 @@ class SAC(RLAgent):
         loss_function: str = "l2",
         speed: SpeedConfig | None = None,
     ) -> None:
-        super().__init__(env, rollout, speed)
-        self.automatic_optimization = False
-        self.buffer_config = as_config(ReplayBufferConfig, buffer)
-        check_buffer_config(self.buffer_config, batch_size)
-        self.batch_size = batch_size
+        super().__init__(env, rollout, buffer, batch_size, updates_per_frame, init_random_frames, speed)
         self.learning_rates = (actor_lr, critic_lr, alpha_lr)
-        self.updates_per_frame = updates_per_frame
-        self.init_random_frames = init_random_frames
 
-        self.actor = make_actor(self.train_env, hidden_sizes, activation, return_log_prob=False)
+        self.actor = make_actor(self.train_env, hidden_sizes, activation, return_log_prob=self.actor_log_prob)
         q_value = make_q_value(self.train_env, hidden_sizes, activation)
         initialise_lazy(self.train_env, self.actor, q_value)
         self.loss_module = SACLoss(
@@ -120,31 +91,14 @@ class SAC(RLAgent):
         )
         self.loss_module.make_value_estimator(gamma=gamma)
         # SACLoss creates `_target_entropy` lazily on first read; read it now so a fresh module and a
-        # checkpoint have the same keys (FACTS.md: otherwise resuming fails with an unexpected key).
+        # checkpoint have the same keys (otherwise resuming fails with an unexpected key).
         _ = self.loss_module.target_entropy
-        self._target_updater = _NonModule(ForeachSoftUpdate(self.loss_module, tau=tau))  # SoftUpdate, one op
-
-        example = self.train_env.fake_tensordict()
-        self.actor(example)
-        footprint = buffer_footprint(self.buffer_config, example)
-        rank_zero_info(footprint.describe())
-        check_footprint(footprint)
-        self._replay_buffer = _NonModule(make_replay_buffer(self.buffer_config, batch_size))
-        self.update_credit = 0.0  # fractional updates carried to the next rollout
-
-    @property
-    def replay_buffer(self):
-        return self._replay_buffer.value
+        self._target_updater = NonModule(ForeachSoftUpdate(self.loss_module, tau=tau))  # SoftUpdate, one op
+        self.create_replay_buffer()
 
     @property
     def exploration_policy(self):
         return self.actor
-
-    def collector_options(self) -> dict[str, Any]:
-        return {"init_random_frames": max(self.init_random_frames - self.frames_done, 0)}
-
-    def update_rows(self) -> tuple[int, int]:
-        return self.batch_size, self.batch_size
 
     def configure_optimizers(self) -> list[Adam]:
         # Order matters for checkpoints: actor, critic, alpha.
@@ -157,30 +111,6 @@ class SAC(RLAgent):
             self.make_adam(critic_params, critic_lr),
             self.make_adam([loss.log_alpha], alpha_lr),
         ]
-
-    def learn(self, rollout: TensorDictBase) -> dict[str, torch.Tensor | float]:
-        """Store the rollout; once past the random frames, run ``updates_per_frame`` updates per new frame
-        (batches drawn :data:`SAMPLE_CHUNK_UPDATES` updates at a time)."""
-        self.replay_buffer.extend(transition_for_buffer(rollout))
-        if self.frames_done < self.init_random_frames:
-            return {"buffer_size": len(self.replay_buffer)}
-        self.update_credit += rollout.numel() * self.updates_per_frame
-        updates = int(self.update_credit)
-        self.update_credit -= updates
-        losses: list[dict[str, torch.Tensor]] = []
-        size = self.batch_size
-        for first in range(0, updates, SAMPLE_CHUNK_UPDATES):
-            count = min(SAMPLE_CHUNK_UPDATES, updates - first)
-            with warnings.catch_warnings():  # TorchRL warns that the size differs from the buffer's batch_size
-                warnings.filterwarnings("ignore", message="Got conflicting batch_sizes")
-                chunk = self.replay_buffer.sample(batch_size=count * size)
-            chunk = chunk.to(self.device, non_blocking=True)
-            for index in range(count):
-                losses.append(self.run_update(chunk[index * size : (index + 1) * size]))
-        metrics: dict[str, torch.Tensor | float] = {"buffer_size": len(self.replay_buffer)}
-        if losses:
-            metrics.update({key: torch.stack([step[key] for step in losses]).mean() for key in losses[0]})
-        return metrics
 
     def loss_terms(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Q regression to the soft Bellman target, policy and entropy-coefficient losses, summed."""
@@ -199,11 +129,3 @@ class SAC(RLAgent):
         if self.apply_gradients(total, metrics, ("loss_actor", "loss_qvalue", "loss_alpha")):
             self._target_updater.value.step()
         return metrics
-
-    def agent_state(self) -> dict[str, Any]:
-        return {"replay_buffer": buffer_contents(self.replay_buffer), "update_credit": self.update_credit}
-
-    def load_agent_state(self, state: dict[str, Any]) -> None:
-        self._replay_buffer = _NonModule(make_replay_buffer(self.buffer_config, self.batch_size))
-        restore_buffer(self.replay_buffer, state["replay_buffer"])
-        self.update_credit = float(state["update_credit"])

@@ -2,10 +2,10 @@
 
 Why switches, off by default: on a GPU, small-MLP RL is bound by kernel launches, and compiling
 the update plus replaying it as a CUDA graph is what published numbers credit for large gains
-(FACTS.md). Each switch must earn its place by measurement (``scripts/bench_speed.py``, the
-``bench`` command), so each is opt-in in the agents and turned on by the configs where measured:
-on the 2-core CPU, ``compile`` doubled SAC's updates/s at 64x64, so ``sac_cpu.yaml`` and the CPU
-profile turn it on for SAC (docs/performance.md).
+(LeanRL: SAC 127 -> 725 frames/s on an H100). Each switch must earn its place by measurement
+(``benchmarks/bench_speed.py``, the ``bench`` command), so each is opt-in in the agents and turned
+on by the configs where measured: on the 2-core CPU, ``compile`` doubled SAC's updates/s at 64x64,
+so ``sac_cpu.yaml`` and the CPU profile turn it on for SAC (docs/performance.md).
 
 - ``compile``: ``torch.compile`` of the agent's :meth:`loss_terms` (the losses' forward; AOTAutograd
   compiles their backward too). Optimizer steps stay in Lightning, so precision plugins, gradient
@@ -26,6 +26,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
+from lightning.pytorch.utilities import rank_zero_warn
+from tensordict import TensorDict
+from tensordict.nn import CudaGraphModule
+
+from iquitos_lightning.fastpath.dynamo_fallback import compile_or_run_eagerly
 
 HALF_WITH_SCALER = ("16-mixed", "16")
 
@@ -81,26 +86,53 @@ def apply_tf32(enabled: bool) -> None:
 def compiled(function: Callable[..., Any], enabled: bool) -> Callable[..., Any]:
     """``torch.compile(function)`` when enabled (compiled on its first call), else ``function`` itself.
 
-    Where compiling itself fails (e.g. no C++ compiler for Inductor's CPU code on a laptop), PyTorch is told
-    to warn and run that code eagerly (``suppress_errors``) rather than stop the run: same results, slower.
+    Where compiling itself fails (e.g. no C++ compiler for Inductor's CPU code on a laptop), that code runs
+    eagerly rather than stopping the run (:mod:`~iquitos_lightning.fastpath.dynamo_fallback`): same results, slower.
     """
     if not enabled:
         return function
-    import torch._dynamo
-
-    torch._dynamo.config.suppress_errors = True
-    return torch.compile(function)
+    return compile_or_run_eagerly(function)
 
 
 def graphed(function: Callable[..., Any], enabled: bool, device: torch.device) -> Callable[..., Any]:
     """``function`` captured as a CUDA graph after a short eager warm-up when enabled, else itself."""
     if not enabled:
         return function
-    from tensordict import TensorDict
-    from tensordict.nn import CudaGraphModule
 
     def step_as_tensordict(batch: Any) -> TensorDict:  # CudaGraphModule returns tensordicts only
         return TensorDict(function(batch), batch_size=[])
 
     graph = CudaGraphModule(step_as_tensordict, in_keys=[], out_keys=[], warmup=3, device=device)
     return lambda batch: dict(graph(batch).items())
+
+
+@dataclass(frozen=True)
+class PlannedUpdate:
+    """An agent's update step as it runs on this device: its losses (compiled or not) and its whole step
+    (CUDA-graphed or not), and whether each update can be checked for non-finite values."""
+
+    loss_fn: Callable[..., Any]
+    update_fn: Callable[..., Any]
+    checked: bool  # False inside a CUDA graph (the check is a host sync the capture cannot hold)
+
+
+def planned_update(
+    speed: SpeedConfig,
+    device: torch.device,
+    precision: str,
+    fixed_shapes: bool,
+    loss_terms: Callable[..., Any],
+    update: Callable[..., Any],
+) -> PlannedUpdate:
+    """Decide once per fit which switches run here, say why any cannot, and wrap the step accordingly."""
+    plan = plan_speed(speed, device, precision, fixed_shapes)
+    for note in plan.notes:
+        rank_zero_warn(note)
+    apply_tf32(plan.speed.tf32)
+    if plan.speed.cuda_graphs:
+        rank_zero_warn("cuda_graphs: updates run unchecked for non-finite losses (the check would break capture)")
+    return PlannedUpdate(
+        compiled(loss_terms, plan.speed.compile),
+        graphed(update, plan.speed.cuda_graphs, device),
+        checked=not plan.speed.cuda_graphs,
+    )

@@ -4,8 +4,8 @@ Why three layers: the wrapper overhead is what our code adds on top of the simul
 ``CityLearnEnv.step`` of the same schema as CityLearn ships it (its action-feedback records on), given
 the very actions our env would pass it (sockets without an EV masked to 0); "gym" is
 :class:`~iquitos_lightning.envs.citylearn.IquitosEnv` (physics
-reads, reward terms, observation); "torchrl" is the env of :func:`~iquitos_lightning.agents.env_factory.make_env`
-(:class:`~iquitos_lightning.agents.gym_env.FlatGymEnv` over it) stepped as the collector steps it. Besides each
+reads, reward terms, observation); "torchrl" is the env of :func:`~iquitos_lightning.envs.factory.make_env`
+(:class:`~iquitos_lightning.envs.gym_env.FlatGymEnv` over it) stepped as the collector steps it. Besides each
 layer's overhead over raw CityLearn, the TorchRL layer's own cost over IquitosEnv is reported: the part of a
 frame that is ours alone, since Stable-Baselines3 steps IquitosEnv too.
 Each layer has its own simulator instance; the three run interleaved, ``steps`` steps per round.
@@ -39,7 +39,9 @@ class EnvSpeed:
 
 
 def _raw_runner(site: str, data_root: Path, steps: int, seed: int):
-    from iquitos_lightning.envs.citylearn import make_iquitos_env, record_action_feedback
+    # lazy: CityLearn and TorchRL load only for the layers this section times
+    from iquitos_lightning.envs.citylearn import make_iquitos_env
+    from iquitos_lightning.fastpath.citylearn_feedback import record_action_feedback
 
     env = make_iquitos_env(site, data_root=data_root)
     citylearn = env.citylearn
@@ -64,7 +66,9 @@ def _raw_runner(site: str, data_root: Path, steps: int, seed: int):
 
 
 def _gym_runner(site: str, data_root: Path, steps: int, seed: int, before: bool = False):
-    from iquitos_lightning.envs.citylearn import make_iquitos_env, record_action_feedback
+    # lazy: CityLearn and TorchRL load only for the layers this section times
+    from iquitos_lightning.envs.citylearn import make_iquitos_env
+    from iquitos_lightning.fastpath.citylearn_feedback import record_action_feedback
 
     env = make_iquitos_env(site, data_root=data_root)
     if before:
@@ -84,29 +88,20 @@ def _gym_runner(site: str, data_root: Path, steps: int, seed: int, before: bool 
 
 
 def _torchrl_runner(site: str, data_root: Path, steps: int, seed: int):
-    from iquitos_lightning.agents.env_factory import EnvConfig, make_env
+    # lazy: CityLearn and TorchRL load only for the layers this section times
+    from iquitos_lightning.envs.factory import EnvConfig, make_env
 
     env = make_env(EnvConfig(site=site, data_root=str(data_root), seed=seed))
-    generator = torch.Generator().manual_seed(seed)
-    shape = env.action_spec.shape
-    state = {"td": env.reset()}
-
-    def run() -> dict[str, float]:
-        td = state["td"]
-        for _ in range(steps):
-            td.set("action", torch.rand(shape, generator=generator) * 2 - 1)
-            _, td = env.step_and_maybe_reset(td)
-        state["td"] = td
-        return {"steps": steps}
-
-    return run
+    return _random_steps(env, steps, seed)
 
 
 def _torchrl_before_runner(site: str, data_root: Path, steps: int, seed: int):
+    # lazy: CityLearn and TorchRL load only for the layers this section times
     from torchrl.envs import DoubleToFloat, GymWrapper, RewardSum, StepCounter, TransformedEnv
 
-    from iquitos_lightning.agents.env_factory import EpisodeSeeding
-    from iquitos_lightning.envs.citylearn import make_iquitos_env, record_action_feedback
+    from iquitos_lightning.envs.citylearn import make_iquitos_env
+    from iquitos_lightning.envs.factory import EpisodeSeeding
+    from iquitos_lightning.fastpath.citylearn_feedback import record_action_feedback
 
     gym_env = make_iquitos_env(site, data_root=data_root)
     gym_env._transition = gym_env.citylearn.step
@@ -114,19 +109,7 @@ def _torchrl_before_runner(site: str, data_root: Path, steps: int, seed: int):
     env = TransformedEnv(GymWrapper(EpisodeSeeding(gym_env, seed), device="cpu"), DoubleToFloat())
     env.append_transform(StepCounter())
     env.append_transform(RewardSum())
-    generator = torch.Generator().manual_seed(seed)
-    shape = env.action_spec.shape
-    state = {"td": env.reset()}
-
-    def run() -> dict[str, float]:
-        td = state["td"]
-        for _ in range(steps):
-            td.set("action", torch.rand(shape, generator=generator) * 2 - 1)
-            _, td = env.step_and_maybe_reset(td)
-        state["td"] = td
-        return {"steps": steps}
-
-    return run
+    return _random_steps(env, steps, seed)
 
 
 def measure_env_speed(
@@ -150,3 +133,20 @@ def measure_env_speed(
     overhead = {name: median_ratio(results["raw"], results[name], "steps") - 1.0 for name in runners if name != "raw"}
     overhead[TORCHRL_LAYER] = median_ratio(results["gym"], results["torchrl"], "steps") - 1.0
     return EnvSpeed(site=Path(site).stem, sockets=sockets, steps_per_s=rates, overhead=overhead)
+
+
+def _random_steps(env, steps: int, seed: int):
+    """A runner stepping a TorchRL env ``steps`` times with seeded uniform random actions (resets as episodes end)."""
+    generator = torch.Generator().manual_seed(seed)
+    shape = env.action_spec.shape
+    state = {"td": env.reset()}
+
+    def run() -> dict[str, float]:
+        td = state["td"]
+        for _ in range(steps):
+            td.set("action", torch.rand(shape, generator=generator) * 2 - 1)
+            _, td = env.step_and_maybe_reset(td)
+        state["td"] = td
+        return {"steps": steps}
+
+    return run

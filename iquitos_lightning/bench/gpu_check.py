@@ -40,11 +40,23 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from iquitos_lightning.hardware import GIB, MEMORY_CAP_ENV
+import torch
+import yaml
+from rich.progress import Progress
+
+from iquitos_lightning.agents import A2C, PPO, SAC
+from iquitos_lightning.bench.gpu_check_report import markdown_report
+from iquitos_lightning.bench.gpu_check_tasks import profile_fit_command
+from iquitos_lightning.bench.update_step import largest_relative_difference
+from iquitos_lightning.profile.auto_profile import workload_of
+from iquitos_lightning.profile.hardware import GIB, MEMORY_CAP_ENV, detect_device
+from iquitos_lightning.profile.memory_budget import InsufficientMemory
+from iquitos_lightning.profile.profiles import choose_profile
 
 PRECISIONS = ("32-true", "16-mixed", "bf16-mixed")
 SWITCH_SETS = ("eager", "compile", "cuda_graphs", "compile+cuda_graphs")
 ALGORITHMS = ("sac", "ppo", "a2c")
+AGENT_CLASSES = {"sac": SAC, "ppo": PPO, "a2c": A2C}
 PROFILE_GLOBS = ("*_rtx4060.yaml", "*_auto.yaml")
 BUFFER_CAPACITIES = (10_000, 100_000, 1_000_000)
 VERSIONED = ("torch", "lightning", "torchrl", "tensordict", "citylearn", "gymnasium", "numpy", "jsonargparse")
@@ -105,13 +117,6 @@ def _last_line(log: Path) -> str:
 # ----- 1. device and auto profile ---------------------------------------------------------------------------------
 def check_device(run: CheckRun) -> dict[str, Any]:
     """Detection and the auto profile's choice, on the device as it is and (CUDA) capped to ``cap_gib``."""
-    import yaml
-
-    from iquitos_lightning.auto_profile import workload_of
-    from iquitos_lightning.hardware import detect_device
-    from iquitos_lightning.memory_budget import InsufficientMemory
-    from iquitos_lightning.profiles import choose_profile
-
     views = {"as is": None}
     if run.cuda:
         views[f"capped to {run.cap_gib:g} GiB"] = str(run.cap_gib)
@@ -121,7 +126,7 @@ def check_device(run: CheckRun) -> dict[str, Any]:
         model_args = yaml.safe_load(Path(f"configs/{algorithm}_auto.yaml").read_text())["model"]["init_args"]
         if run.quick:  # the tiny site builds in a second; the choice's logic is the same at any size
             model_args["env"] = {**model_args["env"], "site": "configs/site/tiny.yaml", "num_workers": 1}
-        workloads[algorithm] = workload_of(model_args, algorithm)
+        workloads[algorithm] = workload_of(model_args, AGENT_CLASSES[algorithm])
     for view, cap in views.items():
         previous = os.environ.pop(MEMORY_CAP_ENV, None)
         if cap is not None:
@@ -163,13 +168,18 @@ def profile_configs() -> list[str]:
 
 
 def profile_fit_jobs(run: CheckRun) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
-    jobs = []
-    for config in profile_configs():
+    """One ``python -m iquitos_lightning fit`` per profile, under the cap, with FitProbe writing its figures."""
+    raw = run.out / "raw"
+
+    def fit(config: str) -> dict[str, Any]:
+        raw.mkdir(parents=True, exist_ok=True)
         name = f"profile-{Path(config).stem}"
         workdir = tempfile.mkdtemp(prefix=f"gpu-check-{Path(config).stem}-")
-        arguments = {"config": config, "rollouts": ROLLOUTS_PER_PROFILE_FIT, "workdir": workdir}
-        jobs.append((name, lambda name=name, arguments=arguments: run_child(run, "profile-fit", arguments, name, 420)))
-    return jobs
+        result_file = raw / f"{name}.json"
+        command = profile_fit_command(config, ROLLOUTS_PER_PROFILE_FIT, workdir, str(result_file))
+        return _run_and_read(command, result_file, raw / f"{name}.log", run.child_env(), 420)
+
+    return [(f"profile-{Path(config).stem}", lambda config=config: fit(config)) for config in profile_configs()]
 
 
 def judge_profile(row: dict[str, Any], cap_gib: float) -> dict[str, Any]:
@@ -225,8 +235,6 @@ def update_jobs(run: CheckRun, compiled_only: bool, tag: str) -> list[tuple[str,
 
 def judge_update_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Flatten the groups' rows and compare each cell's first losses with eager's at the same precision."""
-    from iquitos_lightning.bench.update_step import largest_relative_difference
-
     rows = [row for group in groups for row in group.get("rows", [])]
     eager = {(row["algorithm"], row["precision"]): row for row in rows if row.get("switches") == "eager"}
     for row in rows:
@@ -312,8 +320,6 @@ def buffer_jobs(run: CheckRun) -> list[tuple[str, Callable[[], dict[str, Any]]]]
 
 # ----- orchestration ----------------------------------------------------------------------------------------------
 def run_parallel(jobs: list[tuple[str, Callable[[], dict[str, Any]]]], workers: int) -> dict[str, dict[str, Any]]:
-    from rich.progress import Progress
-
     results: dict[str, dict[str, Any]] = {}
     with Progress(transient=False) as progress, ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         task = progress.add_task(f"{len(jobs)} checks, {workers} at once", total=len(jobs))
@@ -338,8 +344,6 @@ def versions() -> dict[str, str | None]:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             found[name] = None
-    import torch
-
     found["cuda"] = torch.version.cuda
     return found
 
@@ -350,8 +354,6 @@ def skipped(why: str) -> dict[str, str]:
 
 def run_checks(run: CheckRun) -> dict[str, Any]:
     """Every section, in the order that keeps timings clean: parallel work first, then the timed update cells."""
-    import torch
-
     report: dict[str, Any] = {"versions": versions(), "cap_gib": run.cap_gib, "quick": run.quick}
     if run.cuda:
         report["gpu"] = torch.cuda.get_device_name(0)
@@ -407,10 +409,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="checks run at once")
     parser.add_argument("--quick", action="store_true", help="tiny sizes and one profile: a smoke run of the command")
     args = parser.parse_args(argv)
-    import torch
-
-    from iquitos_lightning.bench.gpu_check_report import markdown_report
-
     args.out.mkdir(parents=True, exist_ok=True)
     run = CheckRun(out=args.out, cap_gib=args.cap_gib, jobs=args.jobs, quick=args.quick, cuda=torch.cuda.is_available())
     report = run_checks(run)

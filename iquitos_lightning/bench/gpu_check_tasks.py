@@ -7,12 +7,12 @@ compiled or CUDA-graphed update leaves caches and memory pools behind; a fresh p
 every figure its own. Each task writes one JSON object to ``OUT_JSON``.
 
 Tasks:
-- ``profile-fit``: a short ``fit`` of a training profile through the project's own LightningCLI (the
-  same classes, callbacks and auto profile a user gets), with the profile's own sizes but a budget of
-  a few rollouts and no evaluation; reports peak allocated/reserved memory against the agent's own
-  memory estimate (the figure it refuses runs with), frames/s and updates/s after the first rollout,
-  and what :class:`~iquitos_lightning.callbacks.VRAMMonitor` saw next to torch's counters read at the
-  same moment.
+- ``profile-fit``: not a task of this module but ``python -m iquitos_lightning fit`` itself (the same
+  command, classes, callbacks and auto profile a user gets), with the profile's own sizes but a budget
+  of a few rollouts and no evaluation, and :class:`FitProbe` added on the command line; the probe writes
+  peak allocated/reserved memory against the agent's own memory estimate (the figure it refuses runs
+  with), frames/s and updates/s after the first rollout, and what
+  :class:`~iquitos_lightning.callbacks.VRAMMonitor` saw next to torch's counters read at the same moment.
 - ``update-cells``: :func:`~iquitos_lightning.bench.update_step.measure_update_step` for one algorithm
   and precision over several switch sets.
 - ``oom-ballast``: a real CUDA out-of-memory in the middle of a fit (:class:`Ballast` fills the capped
@@ -32,16 +32,22 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+import yaml
 
-GIB = 1024**3
+from iquitos_lightning.bench.update_step import UpdateStepSizes, measure_update_step
+from iquitos_lightning.profile.hardware import GIB, memory_cap_bytes
 
 
 class FitProbe(pl.Callback):
-    """Frames, updates and time at every rollout; VRAMMonitor's last reading next to torch's own counters."""
+    """Frames, updates and time at every rollout; VRAMMonitor's last reading next to torch's own counters; at the
+    end of ``fit``, one JSON at ``report_path`` with the peaks, the agent's memory estimate and the rates."""
 
-    def __init__(self) -> None:
+    def __init__(self, report_path: str, config: str = "") -> None:
+        self.report_path = report_path
+        self.config = config
         self.marks: list[tuple[float, int, int]] = []
         self.monitor_vs_torch: dict[str, float] = {}
+        self.started = time.perf_counter()
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         if pl_module.device.type == "cuda":
@@ -67,6 +73,32 @@ class FitProbe(pl.Callback):
         seconds = max(t1 - t0, 1e-9)
         rollouts = len(self.marks) - 1
         return {"frames_per_s": (f1 - f0) / seconds, "updates_per_s": (u1 - u0) / seconds, "timed_rollouts": rollouts}
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        cuda = pl_module.device.type == "cuda"
+        estimate = pl_module.device_memory_estimate()
+        hparams = dict(pl_module.hparams)
+        rollout = hparams.get("rollout") or {}
+        frames_per_batch = getattr(rollout, "frames_per_batch", None) or dict(rollout).get("frames_per_batch")
+        cap = memory_cap_bytes() if cuda else None
+        result = {
+            "config": self.config,
+            "algorithm": pl_module.algorithm,
+            "precision": str(trainer.precision),
+            "hidden_sizes": list(hparams.get("hidden_sizes", [])),
+            "batch": hparams.get("batch_size") or hparams.get("minibatch_size") or frames_per_batch,
+            "frames_per_batch": frames_per_batch,
+            "frames_done": int(pl_module.frames_done),
+            "cap_gib": cap / GIB if cap else None,
+            "peak_allocated_gib": torch.cuda.max_memory_allocated(pl_module.device) / GIB if cuda else None,
+            "peak_reserved_gib": torch.cuda.max_memory_reserved(pl_module.device) / GIB if cuda else None,
+            "estimate_gib": estimate.total / GIB,
+            "estimate_parts": estimate.parts(),
+            **self.rates(),
+            "monitor_vs_torch": self.monitor_vs_torch,
+            "wall_s": time.perf_counter() - self.started,
+        }
+        Path(self.report_path).write_text(json.dumps(result, indent=2, default=str) + "\n")
 
 
 class Ballast(pl.Callback):
@@ -96,21 +128,14 @@ class Ballast(pl.Callback):
                     break
 
 
-def profile_fit(config: str, rollouts: int, workdir: str) -> dict[str, Any]:
-    """A short fit of ``config`` through the project's CLI classes; peak memory, estimate, rates, monitor check."""
-    import yaml
-
-    from iquitos_lightning.agents import RLAgent
-    from iquitos_lightning.cli import IquitosLightningCLI
-    from iquitos_lightning.hardware import apply_memory_cap
-
-    cap = apply_memory_cap()
+def profile_fit_command(config: str, rollouts: int, workdir: str, report_path: str) -> list[str]:
+    """``python -m iquitos_lightning fit`` of ``config`` for ``rollouts`` rollouts, no evaluation, FitProbe added."""
     model_args = (yaml.safe_load(Path(config).read_text()) or {})["model"]["init_args"]
     frames_per_batch = int(model_args["rollout"]["frames_per_batch"])
     budget = frames_per_batch * rollouts
-    args = [
-        "--config",
-        config,
+    probe = {"class_path": f"{__name__}.FitProbe", "init_args": {"report_path": report_path, "config": config}}
+    command = [
+        sys.executable, "-m", "iquitos_lightning", "fit", "--config", config,
         f"--model.init_args.rollout.frame_budget={budget}",
         "--model.init_args.rollout.eval_episodes=0",
         f"--model.init_args.rollout.eval_every_frames={budget}",
@@ -120,44 +145,16 @@ def profile_fit(config: str, rollouts: int, workdir: str) -> dict[str, Any]:
         f"--checkpoint.dirpath={workdir}/checkpoints",
         f"--checkpoint.every_n_frames={budget * 10}",
         "--tracking.wandb=false",
-    ]
+        f"--trainer.callbacks+={json.dumps(probe)}",
+    ]  # fmt: skip
     if "init_random_frames" in model_args:  # one random rollout, then learning (the profile's 8,760 would be all)
-        args.append(f"--model.init_args.init_random_frames={frames_per_batch}")
-    started = time.perf_counter()
-    cli = IquitosLightningCLI(RLAgent, subclass_mode_model=True, args=args, run=False, seed_everything_default=0)
-    probe = FitProbe()
-    cli.trainer.callbacks.append(probe)
-    agent = cli.model
-    cuda = torch.cuda.is_available()
-    if cuda:
-        torch.cuda.reset_peak_memory_stats()
-    cli.trainer.fit(agent)
-    estimate = agent.device_memory_estimate()
-    hparams = dict(agent.hparams)
-    return {
-        "config": config,
-        "algorithm": agent.algorithm,
-        "precision": str(cli.trainer.precision),
-        "hidden_sizes": list(hparams.get("hidden_sizes", [])),
-        "batch": hparams.get("batch_size") or hparams.get("minibatch_size") or frames_per_batch,
-        "frames_per_batch": frames_per_batch,
-        "frames_done": int(agent.frames_done),
-        "cap_gib": cap / GIB if cap else None,
-        "peak_allocated_gib": torch.cuda.max_memory_allocated() / GIB if cuda else None,
-        "peak_reserved_gib": torch.cuda.max_memory_reserved() / GIB if cuda else None,
-        "estimate_gib": estimate.total / GIB,
-        "estimate_parts": estimate.parts(),
-        **probe.rates(),
-        "monitor_vs_torch": probe.monitor_vs_torch,
-        "wall_s": time.perf_counter() - started,
-    }
+        command.append(f"--model.init_args.init_random_frames={frames_per_batch}")
+    return command
 
 
 def update_cells(
     algorithm: str, precision: str, switch_sets: list[str], accelerator: str, sizes: dict[str, Any]
 ) -> dict[str, Any]:
-    from iquitos_lightning.bench.update_step import UpdateStepSizes, measure_update_step
-
     step_sizes = UpdateStepSizes(**{**sizes, "hidden_sizes": tuple(sizes.get("hidden_sizes", (256, 256)))})
     rows = []
     for switches in switch_sets:
@@ -173,7 +170,7 @@ def _short(error: BaseException) -> str:
     return (text[0] if text else type(error).__name__)[:400]
 
 
-TASKS = {"profile-fit": profile_fit, "update-cells": update_cells}
+TASKS = {"update-cells": update_cells}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,6 +37,7 @@ class MemoryPoint:
 
 def _probe(site: str, data_root: str, capacity: int, storage: str, frames: int) -> dict[str, float | None]:
     """Run inside the child: fit SAC for ``frames`` frames and report peak memory."""
+    # lazy: the probe runs in a child process, whose peak memory includes what it imports here
     import torch
 
     from iquitos_lightning.agents import SAC, EnvConfig, ReplayBufferConfig, RolloutConfig

@@ -40,6 +40,7 @@ def build_agent(
 ) -> Any:
     """Our SAC/PPO/A2C with ``settings`` on ``site``, run as ``architecture`` says; the budget covers warm-up + one
     rollout + the timed frames (compilation happens in the untimed first learning rollout)."""
+    # lazy: the agents (torch, Lightning, TorchRL) load only when a training section runs
     from iquitos_lightning.agents import A2C, PPO, SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
     from iquitos_lightning.agents.speed import SpeedConfig
 

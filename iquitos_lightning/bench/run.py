@@ -71,7 +71,7 @@ class BenchConfig:
 
 
 # The algorithms whose CPU config compiles the update step: SAC, whose learner must keep up with the worker
-# that collects one rollout ahead (scripts/bench_speed.py, 64x64 at the 38-socket site's shapes: 54 -> 105
+# that collects one rollout ahead (benchmarks/bench_speed.py, 64x64 at the 38-socket site's shapes: 54 -> 105
 # updates/s). PPO and A2C spend most of a rollout collecting; compiling their few updates per rollout made no
 # difference beyond the machine's noise, so they stay eager (docs/performance.md).
 COMPILED_ON_CPU = ("SAC",)
@@ -107,6 +107,7 @@ def _progress(message: str, start: float) -> None:
 
 def run_bench(config: BenchConfig, command: str = "python -m iquitos_lightning bench") -> tuple[str, dict]:
     """Run the configured sections; return the Markdown report and the raw figures."""
+    # lazy: `bench` loads only the sections it is asked for (torch, CityLearn, SB3 are heavy)
     import torch
 
     from iquitos_lightning.bench import report
@@ -121,6 +122,7 @@ def run_bench(config: BenchConfig, command: str = "python -m iquitos_lightning b
 
     if "env" in config.sections:
         _progress("env steps/s", start)
+        # lazy: `bench` loads only the sections it is asked for (torch, CityLearn, SB3 are heavy)
         from iquitos_lightning.bench.env_speed import measure_env_speed
         from iquitos_lightning.bench.twin import measure_twin
 
@@ -134,6 +136,7 @@ def run_bench(config: BenchConfig, command: str = "python -m iquitos_lightning b
 
     if "training" in config.sections:
         _progress("training: ours vs Stable-Baselines3", start)
+        # lazy: `bench` loads only the sections it is asked for (torch, CityLearn, SB3 are heavy)
         from iquitos_lightning.bench.sb3 import INSTALL_HINT, sb3_available
         from iquitos_lightning.bench.training import compare_training
 
@@ -155,6 +158,7 @@ def run_bench(config: BenchConfig, command: str = "python -m iquitos_lightning b
 
     if "memory" in config.sections:
         _progress("memory vs buffer capacity (one process each)", start)
+        # lazy: `bench` loads only the sections it is asked for (torch, CityLearn, SB3 are heavy)
         from iquitos_lightning.bench.memory import measure_memory
 
         capacities = list(config.capacities)
@@ -166,6 +170,7 @@ def run_bench(config: BenchConfig, command: str = "python -m iquitos_lightning b
 
     if "workers" in config.sections:
         _progress("collection vs env workers", start)
+        # lazy: `bench` loads only the sections it is asked for (torch, CityLearn, SB3 are heavy)
         from iquitos_lightning.bench.workers import measure_worker_scaling
 
         scaling = measure_worker_scaling(

@@ -33,6 +33,7 @@ class SB3Missing(ImportError):
 
 def _sb3() -> Any:
     try:
+        # lazy: stable-baselines3 is optional (the bench venv only)
         import stable_baselines3
     except ImportError as error:
         raise SB3Missing(INSTALL_HINT) from error
@@ -49,6 +50,7 @@ def sb3_available() -> bool:
 
 def build_sb3(settings: AlgorithmSettings, env: Any, seed: int = 0) -> Any:
     """The SB3 model matching ``settings`` on ``env`` (CPU)."""
+    # lazy: stable-baselines3 is optional (the bench venv only)
     import torch
 
     sb3 = _sb3()
@@ -95,6 +97,7 @@ def build_sb3(settings: AlgorithmSettings, env: Any, seed: int = 0) -> Any:
 def make_sb3_env(site: str, data_root: Path, num_envs: int = 1) -> Any:
     """SB3's default vectorisation of our env: ``num_envs`` copies stepped one after another in this
     process (``DummyVecEnv``), each in SB3's ``Monitor``."""
+    # lazy: stable-baselines3 is optional (the bench venv only)
     from stable_baselines3.common.monitor import Monitor
     from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -109,6 +112,7 @@ def train_sb3(settings: AlgorithmSettings, site: str, data_root: Path, env: Any 
     Marks are taken at the start of each rollout (after the previous one's training) and once at the
     end, the same phase as ours (after each training batch).
     """
+    # lazy: stable-baselines3 is optional (the bench venv only)
     from stable_baselines3.common.callbacks import BaseCallback
 
     model = build_sb3(settings, env if env is not None else make_sb3_env(site, data_root))

@@ -37,6 +37,7 @@ def compare_training(
     architecture: OurArchitecture = IN_PROCESS,
 ) -> TrainingComparison:
     """Ours, run as ``architecture`` says, against SB3 with as many envs in its ``DummyVecEnv`` as we have workers."""
+    # lazy: stable-baselines3 is optional (the bench venv only)
     from iquitos_lightning.bench.sb3 import make_sb3_env
 
     sb3_env = make_sb3_env(site, data_root, architecture.num_workers)

@@ -23,6 +23,7 @@ class TwinSpeed:
 def measure_twin(site: str, *, data_root: Path = Path("data"), num_envs: int = 64, steps: int = 50) -> TwinSpeed:
     """Env steps/s of the batched twin (:mod:`iquitos_lightning.envs.twin`) under random actions."""
     try:
+        # lazy: the twin (torch, the site builder) loads only when this section runs
         from iquitos_lightning.envs.twin import make_twin
 
         env = make_twin(site, data_root=data_root, num_envs=num_envs)

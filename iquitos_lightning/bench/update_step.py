@@ -2,7 +2,7 @@
 
 Why its own module: the GPU profiles' defaults must be the fastest switch set whose losses stay
 finite and match eager, and only a measurement on the GPU in question can say which. Both
-``scripts/bench_speed.py`` (a table on any machine) and the ``gpu-check`` command measure cells
+``benchmarks/bench_speed.py`` (a table on any machine) and the ``gpu-check`` command measure cells
 with :func:`measure_update_step`. The networks are Iquitos-sized (532 observations, 129 actions, as
 the 128-socket site) on a stand-in Gymnasium env with those spaces, so the update is measured
 without CityLearn's tens of milliseconds per step. Only ``training_step`` is timed (storing the

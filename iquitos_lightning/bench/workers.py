@@ -24,8 +24,9 @@ class WorkerScaling:
 def measure_worker_scaling(
     site: str, worker_counts: list[int], *, data_root: Path = Path("data"), frames_per_worker: int = 50, rounds: int = 3
 ) -> list[WorkerScaling]:
+    # lazy: collectors and envs (TorchRL, CityLearn) load only when this section runs
     from iquitos_lightning.agents.collection import make_collector
-    from iquitos_lightning.agents.env_factory import EnvConfig, make_env
+    from iquitos_lightning.envs.factory import EnvConfig, make_env
 
     collectors = {}
     iterators = {}

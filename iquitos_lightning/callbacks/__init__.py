@@ -1,21 +1,11 @@
-"""Callbacks that observe a run and never change it: memory, speed, out-of-memory handling, progress bar, report.
+"""The observing callbacks under their public name: ``from iquitos_lightning.callbacks import StepRate``.
 
-Each works in any Lightning project; the RL counters they read are optional attributes of the
-LightningModule (see :mod:`iquitos_lightning.callbacks.step_rate`). Usage: ``docs/callbacks.md``.
+They live in :mod:`iquitos_lightning.training.callbacks` (with the other training-time concerns); this
+package only hands their names on, so configs and user code written against ``iquitos_lightning.callbacks``
+keep working.
 """
 
-from iquitos_lightning.callbacks.oom import OOM_EXIT_CODE, OutOfMemoryHandler, exit_on_out_of_memory
-from iquitos_lightning.callbacks.progress import RLProgressBar
-from iquitos_lightning.callbacks.report import RunReport
-from iquitos_lightning.callbacks.step_rate import StepRate
-from iquitos_lightning.callbacks.vram import VRAMMonitor
+from iquitos_lightning.training import callbacks as _training_callbacks
+from iquitos_lightning.training.callbacks import *  # noqa: F403 - the public names, exactly those of __all__
 
-__all__ = [
-    "OOM_EXIT_CODE",
-    "OutOfMemoryHandler",
-    "RLProgressBar",
-    "RunReport",
-    "StepRate",
-    "VRAMMonitor",
-    "exit_on_out_of_memory",
-]
+__all__ = list(_training_callbacks.__all__)

@@ -15,14 +15,13 @@ from __future__ import annotations
 import json
 import platform
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from iquitos_lightning.atomic_files import ensure_writable_folder, write_atomically
-from iquitos_lightning.control.kpis import DEPARTURE_SOC_TOLERANCE, compute_kpis, unavoidable_unmet_kwh
 from iquitos_lightning.control.optimum import (
     DEFAULT_COST_WEIGHT,
     THROUGHPUT_WEIGHT,
@@ -37,12 +36,12 @@ from iquitos_lightning.control.references import (
     UncontrolledController,
 )
 from iquitos_lightning.control.rollout import RolloutResult, run_controller
+from iquitos_lightning.envs.citylearn import make_iquitos_env
+from iquitos_lightning.metrics.kpis import DEPARTURE_SOC_TOLERANCE, compute_kpis, unavoidable_unmet_kwh
 from iquitos_lightning.report.plots import plot_dispatch_week, plot_monthly_energy
 from iquitos_lightning.report.tables import kpi_table, to_markdown, to_rich
+from iquitos_lightning.site.build import BuildResult, build_site
 from iquitos_lightning.site.config import SiteConfig, load_site_config
-
-if TYPE_CHECKING:
-    from iquitos_lightning.site.build import BuildResult
 
 # KPIs compared between the LP's claim and its replay in CityLearn (relative difference in the JSON).
 _REPLAY_CHECKED_KPIS = ("grid_import_kwh", "co2_kg", "cost", "ev_energy_served_kwh", "ev_unmet_kwh")
@@ -50,9 +49,6 @@ _REPLAY_CHECKED_KPIS = ("grid_import_kwh", "co2_kg", "cost", "ev_energy_served_k
 
 def run_baselines(site_path: Path, results_root: Path, *, console: Console | None = None) -> pd.DataFrame:
     """Build the site, run the three references, write ``results_root/<site>/`` and return the KPI table."""
-    from iquitos_lightning.envs.citylearn import make_iquitos_env
-    from iquitos_lightning.site.build import build_site
-
     console = console or Console()
     site_config = load_site_config(site_path)
     ensure_writable_folder(Path(results_root) / site_config.name, "report")  # fail now, not after the LP

@@ -32,7 +32,7 @@ import pandas as pd
 from scipy import sparse
 from scipy.optimize import linprog
 
-from iquitos_lightning.envs.state import DEPARTURE_COLUMNS, FLOW_COLUMNS
+from iquitos_lightning.metrics.flows import DEPARTURE_COLUMNS, FLOW_COLUMNS
 from iquitos_lightning.site.series import SiteSeries
 
 # Objective weight of cost relative to CO2: small enough never to trade CO2 for money.

@@ -1,4 +1,4 @@
-"""Reference controllers (SITE.md, "Reference controllers"): what a learned agent must beat.
+"""Reference controllers (docs/site.md, "Reference controllers"): what a learned agent must beat.
 
 Why pure functions of :class:`~iquitos_lightning.envs.state.SiteState`: the references act on
 physical quantities (kW, kWh, SOC), not on normalised observations, so their logic is readable

@@ -2,7 +2,7 @@
 
 Why here: the references, the LP replay and (later) the learned agents are all scored the same
 way: step the same environment from reset to the end, then read the flows and departures it
-recorded and pass them to :func:`~iquitos_lightning.control.kpis.compute_kpis`.
+recorded and pass them to :func:`~iquitos_lightning.metrics.kpis.compute_kpis`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from iquitos_lightning.control.kpis import compute_kpis
 from iquitos_lightning.control.references import Controller
+from iquitos_lightning.metrics.kpis import compute_kpis
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The Iquitos site as a plain Gymnasium env around CityLearn 3 (and a TorchRL wrapper for agents).
 
 Why a wrapper of our own: CityLearn's observation dict, its reward and its
-``NormalizedObservationWrapper`` cost more than the simulation itself (FACTS.md). This env lets
+``NormalizedObservationWrapper`` cost more than the simulation itself (profiled: docs/performance.md). This env lets
 CityLearn do the physics (PV, mall load, BESS, chargers, EV batteries) and reads the raw state
 straight from its building objects; calendar, forecasts and session facts (connected, required
 SOC, hours to departure) come from the site series, which are the data CityLearn was built from.
@@ -25,9 +25,6 @@ no V2G; an action on an empty socket does nothing). CityLearn's semantics, read 
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,69 +35,15 @@ from citylearn.citylearn import CityLearnEnv
 from citylearn.reward_function import RewardFunction
 
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
+from iquitos_lightning.envs.site_data import built_site
 from iquitos_lightning.envs.site_tables import build_site_tables, observation_vector
-from iquitos_lightning.envs.state import DEPARTURE_COLUMNS, FLOW_COLUMNS, SiteState
-from iquitos_lightning.site.build import build_site, charger_id, ev_name
-from iquitos_lightning.site.config import SiteConfig, load_site_config
+from iquitos_lightning.envs.state import SiteState
+from iquitos_lightning.fastpath.citylearn_feedback import skip_action_feedback
+from iquitos_lightning.fastpath.citylearn_step import citylearn_transition
+from iquitos_lightning.metrics.flows import DEPARTURE_COLUMNS, FLOW_COLUMNS
+from iquitos_lightning.site.build import charger_id, ev_name
+from iquitos_lightning.site.config import SiteConfig
 from iquitos_lightning.site.series import SiteSeries
-
-
-def citylearn_transition(citylearn: CityLearnEnv) -> Callable[[list[list[float]]], Any]:
-    """``citylearn.step`` without building the observations and info it returns (the same physics).
-
-    Why: this env never reads them, and assembling them is about a tenth of CityLearn's step
-    (docs/performance.md). CityLearn 3.0.2's runtime service runs one transition with ``_step_once``;
-    its two switches only skip assembling the return values. Any other CityLearn gets the public ``step``.
-    """
-    runtime = getattr(citylearn, "_runtime_service", None)
-    step_once = getattr(runtime, "_step_once", None)
-    if step_once is None:
-        return citylearn.step
-    try:
-        inspect.signature(step_once).bind([], collect_observations=False, collect_info=False)
-    except TypeError:
-        return citylearn.step
-    return partial(step_once, collect_observations=False, collect_info=False)
-
-
-# CityLearn 3.0.2's per-step action-feedback records (requested vs limited action and power, clip reasons,
-# per charger and for the BESS): diagnostics for its info dict and entity interface, never read by the physics.
-ACTION_FEEDBACK_RECORDERS = (
-    "_record_charger_action_feedback",
-    "_record_charger_post_apply_feedback",
-    "_record_storage_action_feedback",
-    "_record_storage_post_apply_feedback",
-)
-
-
-def _skip_record(*args: Any, **kwargs: Any) -> None:
-    return None
-
-
-def skip_action_feedback(citylearn: CityLearnEnv) -> None:
-    """Turn off CityLearn's action-feedback bookkeeping on this instance.
-
-    Why: at 38-128 sockets, recording what each charger was asked and allowed to do is about half of
-    ``Building.apply_actions`` and a third of the whole CityLearn step (profile in docs/performance.md),
-    and it only feeds the info dict that :func:`citylearn_transition` already skips. The physics are
-    untouched: tests/envs/test_citylearn_env.py steps a full episode with and without the records, and
-    tests/envs/test_twin.py replays CityLearn bit for bit against the twin. A CityLearn without these
-    recorders is left as it is.
-    """
-    for building in citylearn.buildings:
-        ops = getattr(building, "_ops_service", None)
-        for name in ACTION_FEEDBACK_RECORDERS:
-            if ops is not None and callable(getattr(ops, name, None)):
-                setattr(ops, name, _skip_record)
-
-
-def record_action_feedback(citylearn: CityLearnEnv) -> None:
-    """Undo :func:`skip_action_feedback`: CityLearn's own recorders show through (the bench's raw layer, tests)."""
-    for building in citylearn.buildings:
-        ops = getattr(building, "_ops_service", None)
-        for name in ACTION_FEEDBACK_RECORDERS:
-            if ops is not None and name in vars(ops):
-                delattr(ops, name)
 
 
 class NullReward(RewardFunction):
@@ -290,10 +233,6 @@ class IquitosEnv(gym.Env):
         return observation_vector(self.tables, t, self._bess_soc(), self._socket_soc)
 
 
-def _site_config(site: str | Path | SiteConfig) -> SiteConfig:
-    return site if isinstance(site, SiteConfig) else load_site_config(site)
-
-
 def make_iquitos_env(
     site: str | Path | SiteConfig = "configs/site/iquitos-2026.yaml",
     *,
@@ -301,6 +240,5 @@ def make_iquitos_env(
     data_root: Path = Path("data"),
 ) -> IquitosEnv:
     """Build (or reuse) the site's dataset under ``data_root/<name>`` and wrap it as an :class:`IquitosEnv`."""
-    site_config = _site_config(site)
-    build = build_site(site_config, Path(data_root) / site_config.name, progress=False)
+    build = built_site(site, data_root)
     return IquitosEnv(build.schema_path, build.series, reward_weights)

@@ -39,7 +39,7 @@ def _clip(value: Value, low: float | None = None, high: float | None = None) -> 
 
 @dataclass
 class RewardWeights:
-    """Weight of each term (SITE.md seed configuration); validated: finite, non-negative, sum > 0."""
+    """Weight of each term (the seed configuration, docs/site.md); validated: finite, non-negative, sum > 0."""
 
     co2: float = 0.50
     cost: float = 0.15

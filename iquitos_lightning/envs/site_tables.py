@@ -18,6 +18,7 @@ from iquitos_lightning.site.config import HOURS_PER_DAY
 from iquitos_lightning.site.series import SiteSeries
 
 FORECAST_STEPS = (1, 2, 3)
+FORECAST_SERIES = ("pv", "mall", "price")  # observed now and FORECAST_STEPS ahead, in this order
 CALENDAR_FEATURES = ("hour_sin", "hour_cos", "day_type_sin", "day_type_cos", "month_sin", "month_cos")
 SOCKET_FEATURES = ("connected", "soc", "required_soc", "hours_to_departure")
 
@@ -46,6 +47,16 @@ class SiteTables:
         """Positions of each socket's SOC in the observation vector."""
         sockets = self.connected.shape[1]
         return self.bess_soc_index + 1 + len(SOCKET_FEATURES) * np.arange(sockets) + SOCKET_FEATURES.index("soc")
+
+
+def observation_names(sockets: int) -> list[str]:
+    """The observation layout of a site with ``sockets`` sockets: calendar, PV/mall/price now and forecast,
+    carbon intensity, BESS SOC, then per socket its features (a function of the socket count alone)."""
+    names = list(CALENDAR_FEATURES)
+    for name in FORECAST_SERIES:
+        names += [name if ahead == 0 else f"{name}_forecast_{ahead}" for ahead in (0, *FORECAST_STEPS)]
+    names += ["carbon_intensity", "bess_soc"]
+    return names + [f"{feature}_{socket}" for socket in range(sockets) for feature in SOCKET_FEATURES]
 
 
 def build_site_tables(series: SiteSeries, reward_scales: RewardScales) -> SiteTables:
@@ -78,19 +89,15 @@ def build_site_tables(series: SiteSeries, reward_scales: RewardScales) -> SiteTa
         np.sin(2 * np.pi * month / 12),
         np.cos(2 * np.pi * month / 12),
     ]
-    names = list(CALENDAR_FEATURES)
-    for name, values, scale in (
-        ("pv", series.pv_kw, config.pv.ac_limit_kw),
-        ("mall", series.mall_kw, max(float(series.mall_kw.max()), 1e-9)),
-        ("price", series.price_per_kwh, reward_scales.max_price),
+    for values, scale in (
+        (series.pv_kw, config.pv.ac_limit_kw),
+        (series.mall_kw, max(float(series.mall_kw.max()), 1e-9)),
+        (series.price_per_kwh, reward_scales.max_price),
     ):
         for ahead in (0, *FORECAST_STEPS):
             shifted = np.concatenate([values[ahead:], np.repeat(values[-1:], ahead)])
             exogenous.append(shifted / scale)
-            names.append(name if ahead == 0 else f"{name}_forecast_{ahead}")
     exogenous.append(series.carbon_intensity_kg_per_kwh / reward_scales.max_carbon)
-    names.append("carbon_intensity")
-    names.append("bess_soc")
     return SiteTables(
         session_of=session_of,
         connected=session_of >= 0,
@@ -99,7 +106,7 @@ def build_site_tables(series: SiteSeries, reward_scales: RewardScales) -> SiteTa
         departing=departing,
         exogenous=np.column_stack(exogenous).astype(np.float32),
         hour_of_step=hour,
-        observation_names=names + [f"{f}_{s}" for s in range(sockets) for f in SOCKET_FEATURES],
+        observation_names=observation_names(sockets),
         dwell_scale=float(config.ev.dwell_max_h),
     )
 

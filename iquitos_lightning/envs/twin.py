@@ -2,7 +2,7 @@
 
 Why: CityLearn is pure Python and costs about 0.35 ms per charger per step, so a year of the
 default site (128 sockets) takes minutes. Training can use this twin instead; every reported
-result is still evaluated on CityLearn (:func:`~iquitos_lightning.agents.env_factory.make_env`
+result is still evaluated on CityLearn (:func:`~iquitos_lightning.envs.factory.make_env`
 with ``evaluation=True`` always builds CityLearn), and ``tests/envs/test_twin.py`` proves the two
 equal step by step.
 
@@ -43,11 +43,11 @@ from torchrl.data import Bounded, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase, RewardSum, StepCounter, TransformedEnv
 
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
+from iquitos_lightning.envs.site_data import built_site
 from iquitos_lightning.envs.site_tables import SOCKET_FEATURES, build_site_tables, observation_vector
-from iquitos_lightning.envs.state import DEPARTURE_COLUMNS, FLOW_COLUMNS
 from iquitos_lightning.envs.twin_physics import SiteModels
-from iquitos_lightning.site.build import build_site
-from iquitos_lightning.site.config import SiteConfig, load_site_config
+from iquitos_lightning.metrics.flows import DEPARTURE_COLUMNS, FLOW_COLUMNS
+from iquitos_lightning.site.config import SiteConfig
 from iquitos_lightning.site.series import SiteSeries
 
 F64 = torch.float64
@@ -348,8 +348,7 @@ def make_twin(
     compile_physics: bool = False,
 ) -> IquitosTwin:
     """Build (or reuse) the site's dataset under ``data_root/<name>`` and simulate it as an :class:`IquitosTwin`."""
-    site_config = site if isinstance(site, SiteConfig) else load_site_config(site)
-    build = build_site(site_config, Path(data_root) / site_config.name, progress=False)
+    build = built_site(site, data_root)
     return IquitosTwin(
         build.schema_path,
         build.series,

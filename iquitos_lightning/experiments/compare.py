@@ -37,6 +37,7 @@ import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from iquitos_lightning.control.baselines import run_baselines
 from iquitos_lightning.report.comparison import (
     EV_SERVICE_TOLERANCE,
     comparison_markdown,
@@ -270,8 +271,6 @@ def reference_kpis(site_path: Path, results_root: Path, console: Console) -> dic
     if path.exists() and json.loads(path.read_text()).get("site_config_hash") == site_config.content_hash():
         return json.loads(path.read_text())
     console.print(f"[bold]No reference table for this site config at {path}: running `baselines` first[/]")
-    from iquitos_lightning.control.baselines import run_baselines
-
     run_baselines(site_path, results_root, console=console)
     return json.loads(path.read_text())
 

@@ -1,6 +1,6 @@
 """The files of one run's report: KPI row, learning curve, dispatch week and a Markdown summary.
 
-Why apart from the callback (:mod:`iquitos_lightning.callbacks.report`): writing is plain data in,
+Why apart from the callback (:mod:`iquitos_lightning.training.callbacks.report`): writing is plain data in,
 files out, so the ``compare`` command and tests can call it without a Trainer. The KPI row uses
 the reference table's format (:mod:`iquitos_lightning.report.tables`), so an agent's row reads
 like the baselines' rows.
@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from iquitos_lightning.control.kpis import KPI_UNITS  # noqa: E402
+from iquitos_lightning.metrics.kpis import KPI_UNITS  # noqa: E402
 from iquitos_lightning.report.plots import plot_dispatch_week, save_figure  # noqa: E402
 from iquitos_lightning.report.tables import kpi_table, to_markdown  # noqa: E402
 
@@ -73,6 +73,13 @@ def plot_learning_curve(
     return save_figure(figure, path)
 
 
+def write_kpi_row(path: Path, row: Mapping[str, Any]) -> Path:
+    """One controller's KPI row as JSON (``kpis.json``): the one function that writes such a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dict(row), indent=2) + "\n")
+    return path
+
+
 def write_run_report(
     folder: Path,
     *,
@@ -96,40 +103,40 @@ def write_run_report(
         (folder / "kpis.md").write_text(to_markdown(table))
         written.append(folder / "kpis.md")
     row = {"controller": controller, "stage": stage, **counters, **metrics}
-    (folder / "kpis.json").write_text(json.dumps(row, indent=2) + "\n")
-    written.append(folder / "kpis.json")
+    written.append(write_kpi_row(folder / "kpis.json", row))
     written.append(plot_learning_curve(train_returns, evaluations, folder / "learning_curve.png", title=controller))
     if site_flows is not None:
         flows, year = site_flows
         written.append(
             plot_dispatch_week({controller: flows}, folder / "dispatch_week.png", year=year, title=controller)
         )
-    summary = _summary_markdown(stage, controller, counters, elapsed_s, frames_this_run, metrics, written)
+    wall_time = None
+    if stage == "fit" and elapsed_s > 0:
+        rate = f", {frames_this_run / elapsed_s:,.1f} frames/s" if frames_this_run > 0 else ""
+        wall_time = f"- wall time of this fit: {elapsed_s:,.1f} s{rate}"
+    summary = _summary_markdown(f"# {controller}: {stage} report", counters, metrics, written, wall_time)
     (folder / "summary.md").write_text(summary)
     written.append(folder / "summary.md")
     return written
 
 
 def _summary_markdown(
-    stage: str,
-    controller: str,
+    title: str,
     counters: Mapping[str, Any],
-    elapsed_s: float,
-    frames_this_run: int,
     metrics: Mapping[str, float],
     written: Sequence[Path],
+    wall_time: str | None,
 ) -> str:
     frames = counters.get("frames_done")
     budget = counters.get("frame_budget")
-    lines = [f"# {controller}: {stage} report", ""]
+    lines = [title, ""]
     if frames is not None:
         lines.append(f"- environment frames trained: {frames:,}" + (f" of a budget of {budget:,}" if budget else ""))
     for name, label in (("updates_done", "gradient updates"), ("episodes_done", "training episodes finished")):
         if counters.get(name) is not None:
             lines.append(f"- {label}: {counters[name]:,}")
-    if stage == "fit" and elapsed_s > 0:
-        rate = f", {frames_this_run / elapsed_s:,.1f} frames/s" if frames_this_run > 0 else ""
-        lines.append(f"- wall time of this fit: {elapsed_s:,.1f} s{rate}")
+    if wall_time is not None:
+        lines.append(wall_time)
     if counters.get("last_episode_return") is not None:
         lines.append(f"- last training episode return: {counters['last_episode_return']:.4g}")
     if "episode_return" in metrics:

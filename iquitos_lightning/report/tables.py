@@ -2,7 +2,7 @@
 
 Why shared: the reference baselines and the learned agents' comparison print the same table, so
 a reader compares rows across reports without re-learning the columns. Column order and units
-come from :data:`~iquitos_lightning.control.kpis.KPI_UNITS`.
+come from :data:`~iquitos_lightning.metrics.kpis.KPI_UNITS`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pandas as pd
 from rich.markup import escape
 from rich.table import Table
 
-from iquitos_lightning.control.kpis import KPI_UNITS
+from iquitos_lightning.metrics.kpis import KPI_UNITS
 
 # Decimals shown per unit: energy to the kWh, shares and cycles with more detail.
 _DECIMALS = {"kWh": 0, "kg": 0, "currency": 0, "kW": 1, "%": 1, "count": 0, "cycles": 2}

@@ -250,7 +250,7 @@ def socket_occupancy(series: SiteSeries) -> float:
 
 
 def print_calibration(result: BuildResult, console: Console | None = None) -> None:
-    """A rich table of the build's calibration figures beside the SITE.md targets."""
+    """A rich table of the build's calibration figures beside the docs/site.md targets."""
     console = console or Console()
     config = result.series.config
     figures = result.calibration

@@ -3,7 +3,7 @@
 Why dataclasses: LightningCLI/jsonargparse read them natively, so a profile is a YAML file
 checked against these types (unknown keys and wrong types are refused by jsonargparse), and
 each ``__post_init__`` refuses physically meaningless values with a message naming the field.
-The defaults are the "iquitos-2026" profile of ``shared/SITE.md``; ``configs/site/*.yaml``
+The defaults are the "iquitos-2026" profile of ``docs/site.md``; ``configs/site/*.yaml``
 spell them out so a user can build other sites without touching code.
 """
 
@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from jsonargparse import ArgumentParser
 
 from iquitos_lightning.errors import ConfigError
 
@@ -91,7 +93,7 @@ class CalendarConfig:
 
 @dataclass
 class PVConfig:
-    """Rooftop PV plant and the irradiance calibration targets (SITE.md, "PV plant")."""
+    """Rooftop PV plant and the irradiance calibration targets (docs/site.md, "PV plant")."""
 
     dc_kwp: float = 4162.0
     ac_limit_kw: float = 3201.0
@@ -162,7 +164,7 @@ class WeatherConfig:
 
 @dataclass
 class MallLoadConfig:
-    """The mall's non-shiftable load (SITE.md, "Mall load")."""
+    """The mall's non-shiftable load (docs/site.md, "Mall load")."""
 
     annual_kwh: float = 12_368_653.0
     # Monthly energy (MWh, Jan..Dec), used as the monthly shape: scaled so a full year sums to
@@ -256,7 +258,7 @@ def _default_fleets() -> list[EVFleetConfig]:
 
 @dataclass
 class EVConfig:
-    """EV charging sessions (SITE.md, "EV charging"). One CityLearn charger per socket."""
+    """EV charging sessions (docs/site.md, "EV charging"). One CityLearn charger per socket."""
 
     fleets: list[EVFleetConfig] = field(default_factory=_default_fleets)
     open_hour: int = 9
@@ -448,8 +450,6 @@ def load_site_config(path: str | Path) -> SiteConfig:
     uses); each dataclass's ``__post_init__`` then checks physics. Every failure is raised as a
     :class:`SiteConfigError` whose message names the file and the field.
     """
-    from jsonargparse import ArgumentParser
-
     path = Path(path)
     if not path.is_file():
         raise SiteConfigError(f"site config {path}: file not found")

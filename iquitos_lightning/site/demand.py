@@ -1,6 +1,6 @@
 """The site's demand: the mall's hourly load and the EV charging sessions, seeded and calibrated.
 
-Why calibrated rather than sampled freely: the sizing figures of SITE.md (12.37 GWh/yr of mall
+Why calibrated rather than sampled freely: the sizing figures of docs/site.md (12.37 GWh/yr of mall
 load, about 900 kWh/day of EV energy) are what the controllers are compared on, so the builder
 scales its random draws until they are met, and reports how close it got.
 
@@ -8,7 +8,7 @@ scales its random draws until they are met, and reports how close it got.
   ``annual_kwh`` per day), then multiplied by seeded AR(1) noise that is renormalised per month so
   it moves energy between hours but never changes a month's total.
 - EVs: Poisson arrivals per opening hour with the configured daily shape, a fleet drawn by
-  ``session_share``, SOC draws clipped as SITE.md says, integer dwell 1-4 h (truncated geometric with
+  ``session_share``, SOC draws clipped as docs/site.md says, integer dwell 1-4 h (truncated geometric with
   the configured mean) cut at closing time, and each arrival put on a random free socket of its
   fleet (dropped and counted if none is free). The daily arrival rate is solved (secant steps on
   the same seed) so that the energy the sessions can actually take, min(need, charger kW x dwell),

@@ -79,7 +79,7 @@ def simulate_pv(config: SiteConfig) -> PVResult:
     year_hours = YEAR_DAYS * HOURS_PER_DAY
     times = local_times(config, year_hours)
     mid_times = times + pd.Timedelta(minutes=30)
-    import pvlib  # only building a site needs pvlib: a built site (and training) runs without it
+    import pvlib  # lazy: only building a site needs pvlib; a built site (and training) runs without it
 
     location = pvlib.location.Location(
         config.location.latitude,
@@ -191,7 +191,7 @@ def _pv_chain(
 ) -> dict[str, np.ndarray]:
     """GHI -> DNI/DHI (Erbs) -> plane of array (Hay-Davies) -> cell temperature (SAPM) -> AC kW (PVWatts)."""
     pv = config.pv
-    import pvlib  # only building a site needs pvlib: a built site (and training) runs without it
+    import pvlib  # lazy: only building a site needs pvlib; a built site (and training) runs without it
 
     decomposition = pvlib.irradiance.erbs(ghi, zenith, mid_times.dayofyear.to_numpy())
     dni = np.nan_to_num(np.asarray(decomposition["dni"], dtype=float))

@@ -8,7 +8,7 @@ from typing import Any
 import lightning.pytorch as pl
 
 from iquitos_lightning.agents import SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
-from iquitos_lightning.agents.checkpointing import FrameCheckpoint
+from iquitos_lightning.training.callbacks.frame_checkpoint import FrameCheckpoint
 
 
 def small_sac(frame_budget: int, *, episode_steps: int = 50, frames_per_batch: int = 50, **overrides: Any) -> SAC:

@@ -15,7 +15,7 @@ from torch import nn
 
 from iquitos_lightning.agents import PPO, SAC, EnvConfig, RolloutConfig
 from iquitos_lightning.agents.collection import make_collector
-from iquitos_lightning.agents.env_factory import make_env, worker_env_makers
+from iquitos_lightning.envs.factory import make_env, worker_env_makers
 from iquitos_lightning.errors import ConfigError
 from tests.agents.agents_testkit import BatchRecorder, cpu_trainer, small_sac
 

@@ -8,7 +8,7 @@ import torch
 from agents_testkit import cpu_trainer
 
 from iquitos_lightning.agents import PPO, SAC, EnvConfig, RolloutConfig
-from iquitos_lightning.agents.env_factory import episode_seeding, make_env
+from iquitos_lightning.envs.factory import episode_seeding, make_env
 
 EVAL_EPISODES = 3
 

@@ -14,7 +14,7 @@ import torch
 
 from iquitos_lightning.bench.gpu_check import fastest_matching, judge_profile, judge_update_rows
 from iquitos_lightning.bench.gpu_check_report import markdown_report, profiles_section
-from iquitos_lightning.hardware import GIB, MEMORY_CAP_ENV, memory_cap_bytes
+from iquitos_lightning.profile.hardware import GIB, MEMORY_CAP_ENV, memory_cap_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from control_testkit import hand_series, hand_site_config
 
-from iquitos_lightning.control.kpis import compute_kpis
 from iquitos_lightning.control.optimum import solve_optimum
+from iquitos_lightning.metrics.kpis import compute_kpis
 
 
 def test_lp_matches_hand_solution_of_three_hour_case() -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iquitos_lightning.control.kpis import compute_kpis, energy_balance_residual_kw, unavoidable_unmet_kwh
 from iquitos_lightning.control.optimum import OptimumPlan, solve_optimum
 from iquitos_lightning.control.references import ReplayController, RuleBasedController, UncontrolledController
 from iquitos_lightning.control.rollout import RolloutResult, run_controller
+from iquitos_lightning.metrics.kpis import compute_kpis, energy_balance_residual_kw, unavoidable_unmet_kwh
 
 TINY_SITE = Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml"
 

@@ -20,12 +20,12 @@ from torchrl.envs import ExplorationType, set_exploration_type
 from torchrl.envs.utils import step_mdp
 
 from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
-from iquitos_lightning.agents.env_factory import make_env, site_env
-from iquitos_lightning.control.kpis import compute_kpis
+from iquitos_lightning.bench.equivalence import citylearn_trajectory, compare, twin_trajectories
 from iquitos_lightning.control.references import RuleBasedController, UncontrolledController
 from iquitos_lightning.envs.citylearn import IquitosEnv, make_iquitos_env
+from iquitos_lightning.envs.factory import make_env, site_env
 from iquitos_lightning.envs.twin import IquitosTwin
-from iquitos_lightning.envs.twin_equivalence import citylearn_trajectory, compare, twin_trajectories
+from iquitos_lightning.metrics.kpis import compute_kpis
 from iquitos_lightning.site.build import SCHEMA_FILE, build_site
 from iquitos_lightning.site.config import load_site_config
 
@@ -188,7 +188,7 @@ def test_ppo_trained_on_the_twin_scores_the_same_on_citylearn_and_on_the_twin(da
 
 
 def test_twin_speed_table_gives_citylearn_and_one_row_per_batch_size(data_root: Path) -> None:
-    from iquitos_lightning.envs.twin_speed import twin_speed_table
+    from iquitos_lightning.bench.twin_speed import twin_speed_table
 
     rows = twin_speed_table(TINY, data_root, (1, 4), citylearn_steps=3, seconds=0.05)
     assert [(row["simulator"], row["num_envs"]) for row in rows] == [("citylearn", 1), ("twin", 1), ("twin", 4)]

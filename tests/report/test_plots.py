@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import image
 
-from iquitos_lightning.envs.state import FLOW_COLUMNS
+from iquitos_lightning.metrics.flows import FLOW_COLUMNS
 from iquitos_lightning.report.plots import plot_dispatch_week, plot_monthly_energy, typical_week_start
 
 

@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from iquitos_lightning.control.kpis import KPI_UNITS
+from iquitos_lightning.metrics.kpis import KPI_UNITS
 from iquitos_lightning.report.tables import column_label, format_value, kpi_table, to_markdown, to_rich
 
 

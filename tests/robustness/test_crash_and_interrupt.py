@@ -16,9 +16,9 @@ from robust_testkit import REPO, child_env, load, pendulum_sac_args
 sys.path.insert(0, str(REPO / "tests" / "agents"))
 from agents_testkit import cpu_trainer, small_sac  # noqa: E402
 
-from iquitos_lightning.agents.checkpointing import FrameCheckpoint  # noqa: E402
 from iquitos_lightning.atomic_files import TEMP_SUFFIX  # noqa: E402
-from iquitos_lightning.checkpoint_io import SafeCheckpointIO  # noqa: E402
+from iquitos_lightning.training.callbacks.frame_checkpoint import FrameCheckpoint  # noqa: E402
+from iquitos_lightning.training.checkpoint_io import SafeCheckpointIO  # noqa: E402
 
 START_TIMEOUT_S = 180
 

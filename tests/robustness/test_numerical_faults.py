@@ -17,9 +17,9 @@ from agents_testkit import cpu_trainer, frame_checkpoint, small_sac  # noqa: E40
 from robust_testkit import load  # noqa: E402
 
 from iquitos_lightning.agents import A2C, EnvConfig, RolloutConfig  # noqa: E402
-from iquitos_lightning.agents.numerics import NonFiniteTraining  # noqa: E402
-from iquitos_lightning.checkpoint_io import SafeCheckpointIO  # noqa: E402
+from iquitos_lightning.agents.guards import NonFiniteTraining  # noqa: E402
 from iquitos_lightning.envs.finite import FiniteValues, NonFiniteEnvValue  # noqa: E402
+from iquitos_lightning.training.checkpoint_io import SafeCheckpointIO  # noqa: E402
 
 
 class PoisonRewards(pl.Callback):
@@ -123,14 +123,14 @@ def test_non_finite_env_values_are_stopped_at_the_boundary_naming_the_key(broken
 
 
 def test_every_training_env_is_checked_at_the_boundary():
-    from iquitos_lightning.agents.env_factory import episode_seeding, make_env
+    from iquitos_lightning.envs.factory import episode_seeding, make_env
 
     env = make_env(EnvConfig(name="Pendulum-v1"))
     assert isinstance(episode_seeding(env).env, FiniteValues)
 
 
 def test_a_finite_loss_with_a_non_finite_gradient_is_named_by_the_term_its_optimizer_learns():
-    from iquitos_lightning.agents.numerics import find_nonfinite
+    from iquitos_lightning.agents.guards import find_nonfinite
 
     finite = {"loss_actor": torch.tensor(1.0), "loss_qvalue": torch.tensor(2.0)}
     gradients = {"loss_actor": [torch.ones(3)], "loss_qvalue": [torch.ones(2), torch.tensor([0.0, float("inf")])]}

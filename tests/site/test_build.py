@@ -1,4 +1,4 @@
-"""The site builder: deterministic, cached by config hash, calibrated to SITE.md."""
+"""The site builder: deterministic, cached by config hash, calibrated to docs/site.md."""
 
 from __future__ import annotations
 

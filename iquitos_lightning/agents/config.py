@@ -1,0 +1,48 @@
+"""The configuration every agent shares (:class:`RolloutConfig`) and how configs arrive (dataclass or dict).
+
+Why apart from the base: the auto profile and the CLI read these before any agent exists, and checkpoints
+store them as plain dicts (:func:`plain`), which :func:`as_config` turns back into dataclasses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, is_dataclass
+from typing import Any, TypeVar
+
+ConfigT = TypeVar("ConfigT")
+
+
+@dataclass
+class RolloutConfig:
+    """How much to collect, in environment frames, and how often to evaluate."""
+
+    frame_budget: int = 1_000_000  # env frames collected by `fit` (the training budget; rounded up to whole batches)
+    frames_per_batch: int = 1_000  # frames per collector rollout = one training batch
+    eval_every_frames: int = 50_000  # validate (and end a Lightning epoch) every this many frames
+    eval_episodes: int = 1  # full deterministic episodes per validation/test
+    max_eval_steps: int = 100_000  # safety cap on the length of one evaluation episode
+    max_nonfinite_in_a_row: int = 10  # updates with a non-finite loss/gradient skipped in a row before the run stops
+    overlap: bool = False  # collect the next rollout in a worker process while learning from this one (SAC only)
+
+
+def as_config(config_class: type[ConfigT], value: ConfigT | dict[str, Any] | None) -> ConfigT:
+    """Accept a config dataclass or its dict (hparams of a checkpoint store plain dicts)."""
+    if value is None:
+        return config_class()
+    if isinstance(value, config_class):
+        return value
+    if isinstance(value, dict):
+        known = {field.name for field in fields(config_class)}  # type: ignore[arg-type]
+        return config_class(**{key: item for key, item in value.items() if key in known})
+    raise TypeError(f"expected {config_class.__name__} or dict, got {type(value).__name__}")
+
+
+def plain(value: Any) -> Any:
+    """Dataclasses as dicts, tuples as lists: what a ``weights_only`` checkpoint load and a YAML file accept."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {key: plain(item) for key, item in asdict(value).items()}
+    if isinstance(value, tuple | list):
+        return [plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    return value

@@ -1,0 +1,51 @@
+"""What training callbacks may read from an agent: typed protocols instead of attribute names looked up by string.
+
+Why: the progress bar, the step rate, the frame checkpoints and the report all need the agent's counters
+(frames done against the frame budget above all). Reading them with ``getattr(module, "frame_budget", None)``
+made the contract a set of names nobody could check; here it is a ``typing.Protocol`` that
+:class:`~iquitos_lightning.agents.base.RLAgent` satisfies and a callback tests with ``isinstance``. Any other
+LightningModule that has these attributes gets the same treatment (the callbacks work in any Lightning
+project), and one that does not gets the callbacks' generic behaviour.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import pandas as pd
+
+
+@runtime_checkable
+class FrameCounting(Protocol):
+    """An agent's progress, in environment frames (what the step rate, progress bar and checkpoints read)."""
+
+    frames_done: int  # environment frames collected so far
+    frame_budget: int | None  # the run's total frames (None: no budget)
+    updates_done: int  # gradient updates so far
+    episodes_done: int  # finished training episodes so far
+    last_episode_return: float | None  # return of the last finished training episode
+
+
+@runtime_checkable
+class ReportsKpis(Protocol):
+    """An agent evaluated on the site: what the run report writes besides the logged metrics."""
+
+    def test_kpi_row(self) -> dict[str, Any] | None:
+        """The agent's KPI row of the last ``test`` (identity and mean KPIs of its episodes), None if none."""
+        ...
+
+    def evaluation_flows(self) -> tuple[pd.DataFrame, int] | None:
+        """The last evaluation episode's hourly flows and calendar year, None off the site or before any."""
+        ...
+
+
+def frames_done(module: object) -> int | None:
+    """``module.frames_done`` when it counts frames (:class:`FrameCounting`), else None."""
+    return int(module.frames_done) if isinstance(module, FrameCounting) else None
+
+
+def frame_budget(module: object) -> int | None:
+    """``module.frame_budget`` when it counts frames towards one, else None."""
+    if not isinstance(module, FrameCounting) or module.frame_budget is None:
+        return None
+    return int(module.frame_budget)

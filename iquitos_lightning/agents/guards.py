@@ -1,0 +1,125 @@
+"""Non-finite losses and gradients: skip that update, count it, and stop after too many in a row (the guard).
+
+Why: one NaN gradient step turns every weight into NaN and a year-long run keeps going, logging NaN,
+until someone looks. Checking before the optimizers step keeps the weights (and Adam's moments)
+exactly as they were before the fault; an isolated fault (one bad batch) costs one update, a
+persistent one stops the run with a message naming the loss term, and since no faulty update was
+applied, the checkpoint saved at that stop holds the weights from before the fault.
+
+Cost: one (fused) norm over the gradients and one host sync per update. Under fp16 mixed precision
+the gradient check is left to the GradScaler (scaled gradients overflow by design and the scaler
+skips those steps itself); the losses are still checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from iquitos_lightning.errors import NumericalFault
+
+
+class NonFiniteTraining(NumericalFault):
+    """Too many updates in a row had a non-finite loss or gradient."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Where a streak of non-finite updates began."""
+
+    term: str  # "loss_qvalue" or "gradient of loss_actor"
+    frames: int
+    updates: int
+
+
+def find_nonfinite(
+    losses: Mapping[str, torch.Tensor], gradients_by_term: Mapping[str, Sequence[torch.Tensor]]
+) -> str | None:
+    """The first non-finite loss term, else the term whose gradients are non-finite, else None (one host sync)."""
+    values = [loss.detach().reshape(-1).float() for loss in losses.values()]
+    gradients = [grad for grads in gradients_by_term.values() for grad in grads]
+    checks = [torch.isfinite(torch.cat(values)).all()] if values else []
+    if gradients:
+        checks.append(torch.isfinite(torch.nn.utils.get_total_norm(gradients)))  # NaN/inf in any gradient
+    if not checks or bool(torch.stack(checks).all()):
+        return None
+    for name, loss in losses.items():  # slow path, only on a fault: say which
+        if not bool(torch.isfinite(loss.detach()).all()):
+            return name
+    for term, grads in gradients_by_term.items():
+        if any(not bool(torch.isfinite(grad).all()) for grad in grads):
+            return f"gradient of {term}"
+    return "gradient"
+
+
+class NonFiniteGuard:
+    """Counts skipped updates; raises :class:`NonFiniteTraining` after ``max_in_a_row`` consecutive ones."""
+
+    def __init__(self, max_in_a_row: int) -> None:
+        self.max_in_a_row = max_in_a_row
+        self.skipped_total = 0
+        self.in_a_row = 0
+        self.streak_start: Fault | None = None
+
+    def record_ok(self) -> None:
+        self.in_a_row = 0
+        self.streak_start = None
+
+    def record_skip(self, term: str, frames: int, updates: int) -> bool:
+        """Count a skipped update; True when it starts a streak (worth a warning). Raises past the limit."""
+        self.skipped_total += 1
+        self.in_a_row += 1
+        starts_streak = self.streak_start is None
+        if starts_streak:
+            self.streak_start = Fault(term, frames, updates)
+        if self.in_a_row >= self.max_in_a_row:
+            start = self.streak_start
+            raise NonFiniteTraining(
+                f"training stopped: {self.in_a_row} updates in a row had a non-finite {term} (the first, "
+                f"{start.term}, at frame {start.frames:,} after {start.updates:,} updates; "
+                f"{self.skipped_total} skipped in all). None of them was applied, so the weights are those "
+                "from before the fault. Lower the learning rates, check the rewards' scale, or allow more "
+                "with --model.rollout.max_nonfinite_in_a_row"
+            )
+        return starts_streak
+
+
+def backward_and_step(
+    optimizers: Sequence[torch.optim.Optimizer],
+    backward: Callable[[torch.Tensor], None],
+    total: torch.Tensor,
+    losses: Mapping[str, torch.Tensor],
+    terms_of_optimizers: Sequence[str],
+    *,
+    check: bool,
+    gradients_checked_by_scaler: bool,
+) -> str | None:
+    """Backward ``total`` and step every optimizer, unless a loss term or a gradient is non-finite.
+
+    ``losses`` holds the (detached) terms ``total`` sums (the ``loss_*`` ones are checked and named);
+    ``terms_of_optimizers`` names, per optimizer, the loss term its gradients come from. On a fault no
+    optimizer steps and the gradients are dropped. ``check`` False (inside a CUDA graph, where the host sync
+    cannot run) steps unchecked; under fp16 mixed precision the GradScaler checks the gradients itself.
+    Returns the faulty term, or None when the update was applied.
+    """
+    loss_terms = {name: value for name, value in losses.items() if name.startswith("loss_")}
+    for optimizer in optimizers:
+        optimizer.zero_grad(set_to_none=True)
+    backward(total)
+    if check:
+        gradients = {
+            term: []
+            if gradients_checked_by_scaler
+            else [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+            for optimizer, term in zip(optimizers, terms_of_optimizers, strict=True)
+        }
+        fault = find_nonfinite(loss_terms, gradients)
+        if fault is not None:
+            for optimizer in optimizers:
+                optimizer.zero_grad(set_to_none=True)
+            return fault
+    for optimizer in optimizers:
+        optimizer.step()
+    return None

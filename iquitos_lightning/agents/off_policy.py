@@ -1,0 +1,133 @@
+"""The off-policy layer under SAC: a host-side replay buffer, the update-to-data credit, collecting one rollout ahead.
+
+Why a layer: an off-policy agent stores every rollout in a replay buffer and learns from batches sampled
+from it, ``updates_per_frame`` updates per new frame once ``init_random_frames`` random frames are in;
+the fractional updates a rollout earns are carried to the next (:attr:`OffPolicyAgent.update_credit`, in the
+checkpoint with the buffer's filled part). Batches of :data:`SAMPLE_CHUNK_UPDATES` updates are drawn and moved
+to the device at once. Because it may learn from older policies' data, it may also collect with
+``rollout.overlap`` (the next rollout in a worker while learning from this one). The algorithm on top
+provides its networks, ``loss_terms`` and ``update``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, ClassVar
+
+import torch
+from lightning.pytorch.utilities import rank_zero_info
+from tensordict import TensorDictBase
+from torchrl.data import TensorDictReplayBuffer
+
+from iquitos_lightning.agents.base import RLAgent
+from iquitos_lightning.agents.config import RolloutConfig, as_config
+from iquitos_lightning.agents.replay import (
+    ReplayBufferConfig,
+    buffer_contents,
+    buffer_footprint,
+    check_buffer_config,
+    check_footprint,
+    make_replay_buffer,
+    restore_buffer,
+    transition_for_buffer,
+)
+from iquitos_lightning.agents.speed import SpeedConfig
+from iquitos_lightning.envs.factory import EnvConfig
+
+# Batches of this many updates are drawn from the buffer and moved to the device at once: one index draw,
+# one gather and one host-to-device copy instead of one each per update. The buffer samples uniformly with
+# replacement, so a chunk split in batches is distributed as independent batches are.
+SAMPLE_CHUNK_UPDATES = 32
+
+
+class NonModule:
+    """Holds an object that must not become a child module or enter the state_dict."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+class OffPolicyAgent(RLAgent):
+    """Replay buffer, update credit and random warm-up; subclasses build networks, then :meth:`create_replay_buffer`.
+
+    Args (shared by off-policy agents):
+        buffer: replay buffer capacity and storage (host RAM or a memmap file; never the GPU).
+        batch_size: transitions per gradient update (sampled on the host, then moved to the device).
+        updates_per_frame: gradient updates per collected frame (the update-to-data ratio).
+        init_random_frames: frames of uniformly random actions before learning starts.
+    """
+
+    off_policy = True  # may collect one rollout ahead (rollout.overlap)
+    config_groups: ClassVar[dict[str, type]] = {**RLAgent.config_groups, "buffer": ReplayBufferConfig}
+
+    def __init__(
+        self,
+        env: EnvConfig | None,
+        rollout: RolloutConfig | None,
+        buffer: ReplayBufferConfig | None,
+        batch_size: int,
+        updates_per_frame: float,
+        init_random_frames: int,
+        speed: SpeedConfig | None,
+    ) -> None:
+        super().__init__(env, rollout, speed)
+        self.automatic_optimization = False
+        self.buffer_config = as_config(ReplayBufferConfig, buffer)
+        check_buffer_config(self.buffer_config, batch_size)
+        self.batch_size = batch_size
+        self.updates_per_frame = updates_per_frame
+        self.init_random_frames = init_random_frames
+        self.update_credit = 0.0  # fractional updates carried to the next rollout
+        self._replay_buffer: NonModule | None = None
+
+    def create_replay_buffer(self) -> None:
+        """Size the buffer from one transition of the env with the policy's outputs, refuse it if RAM (or disk)
+        cannot hold it, then allocate it (lazily: storage grows as it fills). Call once the networks exist."""
+        example = self.train_env.fake_tensordict()
+        self.exploration_policy(example)
+        footprint = buffer_footprint(self.buffer_config, example)
+        rank_zero_info(footprint.describe())
+        check_footprint(footprint)
+        self._replay_buffer = NonModule(make_replay_buffer(self.buffer_config, self.batch_size))
+
+    @property
+    def replay_buffer(self) -> TensorDictReplayBuffer:
+        return self._replay_buffer.value
+
+    def collector_options(self) -> dict[str, Any]:
+        return {"init_random_frames": max(self.init_random_frames - self.frames_done, 0)}
+
+    def update_rows(self) -> tuple[int, int]:
+        return self.batch_size, self.batch_size
+
+    def learn(self, rollout: TensorDictBase) -> dict[str, torch.Tensor | float]:
+        """Store the rollout; once past the random frames, run ``updates_per_frame`` updates per new frame
+        (batches drawn :data:`SAMPLE_CHUNK_UPDATES` updates at a time)."""
+        self.replay_buffer.extend(transition_for_buffer(rollout))
+        if self.frames_done < self.init_random_frames:
+            return {"buffer_size": len(self.replay_buffer)}
+        self.update_credit += rollout.numel() * self.updates_per_frame
+        updates = int(self.update_credit)
+        self.update_credit -= updates
+        losses: list[dict[str, torch.Tensor]] = []
+        size = self.batch_size
+        for first in range(0, updates, SAMPLE_CHUNK_UPDATES):
+            count = min(SAMPLE_CHUNK_UPDATES, updates - first)
+            with warnings.catch_warnings():  # TorchRL warns that the size differs from the buffer's batch_size
+                warnings.filterwarnings("ignore", message="Got conflicting batch_sizes")
+                chunk = self.replay_buffer.sample(batch_size=count * size)
+            chunk = chunk.to(self.device, non_blocking=True)
+            for index in range(count):
+                losses.append(self.run_update(chunk[index * size : (index + 1) * size]))
+        metrics: dict[str, torch.Tensor | float] = {"buffer_size": len(self.replay_buffer)}
+        if losses:
+            metrics.update({key: torch.stack([step[key] for step in losses]).mean() for key in losses[0]})
+        return metrics
+
+    def agent_state(self) -> dict[str, Any]:
+        return {"replay_buffer": buffer_contents(self.replay_buffer), "update_credit": self.update_credit}
+
+    def load_agent_state(self, state: dict[str, Any]) -> None:
+        self._replay_buffer = NonModule(make_replay_buffer(self.buffer_config, self.batch_size))
+        restore_buffer(self.replay_buffer, state["replay_buffer"])
+        self.update_credit = float(state["update_credit"])

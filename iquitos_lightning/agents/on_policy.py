@@ -1,0 +1,117 @@
+"""The on-policy layer under PPO and A2C: actor and state-value critic, GAE advantages, minibatch epochs, clipping.
+
+Why a layer: PPO and A2C learn from exactly the rollout their current policy collected, with the same
+networks (a squashed-Gaussian actor and an MLP state value), the same advantage estimate (TorchRL's
+``GAE``) on rewards scaled by ``reward_scale``, one Adam over the loss module and a global gradient-norm
+clip; only the loss differs (clipped surrogate and several epochs of minibatches, or one plain
+policy-gradient step). Optimization is manual because one rollout may give many optimizer steps; gradients
+are clipped in :meth:`on_before_optimizer_step`, where Lightning's precision plugin has already unscaled them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from torch.optim import Adam
+from torchrl.objectives.value import GAE
+
+from iquitos_lightning.agents.base import RLAgent
+from iquitos_lightning.agents.config import RolloutConfig
+from iquitos_lightning.agents.networks import initialise_lazy, make_actor, make_state_value
+from iquitos_lightning.agents.speed import SpeedConfig
+from iquitos_lightning.envs.factory import EnvConfig
+
+
+def critic_and_entropy(entropy_coef: float, critic_coef: float) -> dict[str, Any]:
+    """The loss options PPO and A2C share: the value loss's weight and kind, and the entropy bonus (0: none)."""
+    return {
+        "entropy_bonus": entropy_coef > 0,
+        "entropy_coeff": entropy_coef if entropy_coef > 0 else None,
+        "critic_coeff": critic_coef,
+        "loss_critic_type": "smooth_l1",
+    }
+
+
+class OnPolicyAgent(RLAgent):
+    """Actor, critic and GAE built from the env's specs; subclasses set ``loss_module`` and :meth:`learn`.
+
+    Args (shared by PPO and A2C):
+        env: which environment (site or Gymnasium id) and its seeds.
+        rollout: frame budget, frames per rollout, evaluation period and episodes.
+        hidden_sizes: hidden layers of the actor and of the value network.
+        activation: hidden activation ("tanh", "relu", "elu", "silu").
+        lr: Adam learning rate (actor and critic together).
+        gamma: discount factor.
+        gae_lambda: GAE's lambda (bias/variance of the advantage; 1.0: n-step returns).
+        max_grad_norm: global gradient-norm clip (0 disables it).
+        reward_scale: rewards are multiplied by this before learning (evaluation returns stay unscaled).
+        speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
+    """
+
+    loss_module: torch.nn.Module
+
+    def __init__(
+        self,
+        env: EnvConfig | None,
+        rollout: RolloutConfig | None,
+        hidden_sizes: tuple[int, ...],
+        activation: str,
+        lr: float,
+        gamma: float,
+        gae_lambda: float,
+        max_grad_norm: float,
+        reward_scale: float,
+        speed: SpeedConfig | None,
+    ) -> None:
+        super().__init__(env, rollout, speed)
+        self.automatic_optimization = False
+        self.lr = lr
+        self.max_grad_norm = max_grad_norm
+        self.reward_scale = reward_scale
+        self.actor = make_actor(self.train_env, hidden_sizes, activation)
+        self.critic = make_state_value(self.train_env, hidden_sizes, activation)
+        initialise_lazy(self.train_env, self.actor, self.critic)
+        self.advantage_module = GAE(gamma=gamma, lmbda=gae_lambda, value_network=self.critic, average_gae=False)
+
+    @property
+    def exploration_policy(self):
+        return self.actor
+
+    def configure_optimizers(self) -> Adam:
+        return self.make_adam(self.loss_module.parameters(), self.lr)
+
+    def with_advantages(self, rollout: TensorDictBase) -> TensorDictBase:
+        """The rollout on the training device with scaled rewards and GAE's advantages and value targets."""
+        data = rollout.exclude("collector").to(self.device)
+        data["next", "reward"] = data["next", "reward"] * self.reward_scale
+        with torch.no_grad():
+            self.advantage_module(data)
+        return data
+
+    def learn_in_minibatches(self, data: TensorDictBase, epochs: int, minibatch_size: int) -> dict[str, torch.Tensor]:
+        """``epochs`` passes of shuffled minibatches over ``data``, one update each; the mean of each metric."""
+        data = data.reshape(-1)  # [envs, time] of a batched env (the twin) -> one pool of transitions
+        losses: list[dict[str, torch.Tensor]] = []
+        for _ in range(epochs):
+            for indices in torch.randperm(data.numel(), device=data.device).split(minibatch_size):
+                losses.append(self.run_update(data[indices]))
+        return {key: torch.stack([step[key] for step in losses]).mean() for key in losses[0]}
+
+    def loss_terms(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The loss terms TorchRL's loss returns (``loss_*``), summed."""
+        losses = self.loss_module(batch)
+        loss_names = [key for key in losses.keys() if key.startswith("loss_")]
+        total = sum(losses[key] for key in loss_names)
+        return total, {key: losses[key].detach() for key in loss_names}
+
+    def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
+        """One gradient step on the summed losses (skipped if a loss or gradient is non-finite)."""
+        total, metrics = self.compute_losses(batch)
+        self.apply_gradients(total, metrics, (" + ".join(metrics),))
+        return metrics
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        if self.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.loss_module.parameters(), self.max_grad_norm)

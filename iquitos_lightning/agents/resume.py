@@ -1,0 +1,106 @@
+"""What a checkpoint adds for an exact resume, and the refusal of a checkpoint that does not fit this run.
+
+Why a module of its own: resuming is where RL runs silently go wrong. Besides weights and optimizers
+(Lightning's), an agent's checkpoint holds under ``rl_state`` its counters, the env's episode counter,
+every global RNG and whatever the agent adds (SAC: the replay buffer), plus its identity (agent class,
+task, observation and action sizes). A run resumed from a checkpoint taken at an episode boundary repeats
+the uninterrupted run exactly; one taken mid-episode starts a fresh episode (CityLearn cannot restore the
+middle of one). A checkpoint of another agent, task or network size is refused naming what differs,
+before torch fails on a tensor shape.
+
+The ``rl_state`` keys are the same as before the package was split into layers, so checkpoints written
+by earlier versions resume unchanged (``tests/agents/test_resume.py`` loads one).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from iquitos_lightning.errors import ConfigError
+
+IDENTITY_KEYS = ("agent", "observation_size", "action_size")  # what must match for the weights to load
+
+
+def rng_states() -> dict[str, Any]:
+    """Every global RNG the training path draws from, as tensors and ints (safe for ``weights_only`` loads)."""
+    numpy_state = np.random.get_state()
+    states: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "numpy": {
+            "keys": torch.from_numpy(numpy_state[1].astype(np.int64)),
+            "pos": int(numpy_state[2]),
+            "has_gauss": int(numpy_state[3]),
+            "cached_gaussian": float(numpy_state[4]),
+        },
+        "python": random.getstate(),
+    }
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states: dict[str, Any]) -> None:
+    """Put back what :func:`rng_states` saved."""
+    torch.set_rng_state(states["torch"])
+    numpy_state = states["numpy"]
+    np.random.set_state(
+        (
+            "MT19937",
+            numpy_state["keys"].numpy().astype(np.uint32),
+            numpy_state["pos"],
+            numpy_state["has_gauss"],
+            numpy_state["cached_gaussian"],
+        )
+    )
+    random.setstate(states["python"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def env_resets_on_resume(resets_done: int, at_episode_boundary: bool) -> int:
+    """The env's episode counter to restore: at a boundary the collector has already reset into an episode with
+    no frames yet, so the resumed run repeats that reset (same seed); mid-episode it starts the next episode."""
+    return max(resets_done - 1, 0) if at_episode_boundary else resets_done
+
+
+def describe_identity(identity: Mapping[str, Any]) -> str:
+    """``SAC on iquitos site 'tiny' (observation size 40, action size 5)``: what a checkpoint was trained as."""
+    task = identity.get("env")
+    if identity.get("site"):
+        task = f"{task} site {identity['site']!r}"
+    return (
+        f"{identity.get('agent')} on {task} (observation size {identity.get('observation_size')}, "
+        f"action size {identity.get('action_size')})"
+    )
+
+
+def refuse_unfit_checkpoint(
+    checkpoint: Mapping[str, Any], here: Mapping[str, Any], own_state: Mapping[str, torch.Tensor]
+) -> None:
+    """Raise :class:`ConfigError`, naming what differs, when ``checkpoint`` is of another agent, task or network
+    size than this run (``here``: its identity; ``own_state``: its ``state_dict``)."""
+    saved = checkpoint.get("rl_state", {}).get("identity")
+    if saved is not None:
+        differs = [key for key in IDENTITY_KEYS if saved.get(key) != here[key]]
+        if differs:
+            raise ConfigError(
+                f"--ckpt_path: the checkpoint is of {describe_identity(saved)}, this run is "
+                f"{describe_identity(here)} ({', '.join(differs)} differ): use a checkpoint of the same agent "
+                "and site, or start without --ckpt_path"
+            )
+    theirs = checkpoint.get("state_dict", {})
+    mismatched = sorted(key for key in own_state.keys() & theirs.keys() if own_state[key].shape != theirs[key].shape)
+    missing, unexpected = sorted(own_state.keys() - theirs.keys()), sorted(theirs.keys() - own_state.keys())
+    if mismatched or missing or unexpected:
+        first = (mismatched or missing or unexpected)[0]
+        raise ConfigError(
+            f"--ckpt_path: the checkpoint's networks do not fit this {here['agent']} ({len(mismatched)} tensors "
+            f"of another shape, {len(missing)} missing, {len(unexpected)} unexpected, e.g. {first!r}): it was "
+            "saved with other model.hidden_sizes or by another agent or site; use a checkpoint of this "
+            "configuration, or start without --ckpt_path"
+        )

@@ -1,0 +1,228 @@
+"""Build the environment an agent trains on, from config: the Iquitos site or any Gymnasium id.
+
+Why a factory of our own: agents need the same TorchRL env shape whatever the task (float32
+observations and reward; a ``step_count``; a running ``episode_reward`` for returns) and every reset
+seeded from an episode counter (:class:`EpisodeSeeding`). Envs with flat ``Box`` spaces (the Iquitos
+site, Pendulum) get all of it from one layer, :class:`~iquitos_lightning.envs.gym_env.FlatGymEnv`;
+any other Gymnasium env gets TorchRL's ``GymWrapper`` + ``StepCounter`` + ``RewardSum`` (with
+``DoubleToFloat`` only where it has float64). Seeding each episode by its index is what makes resume exact: a
+checkpoint stores one integer and the resumed run replays the same initial states, for Pendulum as
+for CityLearn, without pickling any simulator.
+The Iquitos env is imported lazily so Gymnasium-only runs never import CityLearn. Every Gymnasium
+env is wrapped in :class:`~iquitos_lightning.envs.finite.FiniteValues` (a NaN observation or reward
+stops the run naming the key) and an unknown id is refused as a config error naming ``model.env.name``.
+
+Backends of the Iquitos site (``EnvConfig.backend``): ``"citylearn"`` (the reference simulator)
+or ``"twin"`` (:class:`~iquitos_lightning.envs.twin.IquitosTwin`, the same physics as B batched
+envs in torch, proven equal by ``tests/envs/test_twin.py``). The twin only ever trains:
+``make_env(config, evaluation=True)`` always builds CityLearn, so validation, ``test`` and every
+reported KPI come from CityLearn itself.
+
+Parallel workers are one switch, ``num_workers``: above 1 rollouts are collected by that many worker
+processes (:mod:`iquitos_lightning.agents.collection`), each one env built by
+:func:`worker_env_makers` with its own episode counter (worker ``w`` seeds episode ``k`` with
+``seed + w * WORKER_SEED_STRIDE + k``); rollouts then have a leading worker dimension. The training
+process keeps one env of its own for the specs the networks are built from. Evaluation always runs
+one env in the training process. Resume is exact only when collection runs in the training process:
+worker counters are not checkpointed, so a resumed run with workers continues from the checkpoint's
+weights, buffer and RNG but restarts each worker's episodes from its first seed.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torchrl.envs import DoubleToFloat, EnvBase, GymWrapper, RewardSum, StepCounter, TransformedEnv
+
+from iquitos_lightning.envs.finite import FiniteValues
+from iquitos_lightning.envs.gym_env import FlatGymEnv, SpecsOnly, is_flat_box_env
+from iquitos_lightning.envs.site_data import site_config_of
+from iquitos_lightning.envs.site_tables import observation_names
+from iquitos_lightning.errors import ConfigError
+
+IQUITOS = "iquitos"
+WORKER_SEED_STRIDE = 1_000_000  # seeds of different workers never meet (an episode count below a million)
+CITYLEARN = "citylearn"
+TWIN = "twin"
+BACKENDS = (CITYLEARN, TWIN)
+
+
+@dataclass
+class EnvConfig:
+    """Which environment to build.
+
+    ``name`` is ``"iquitos"`` (the site described by ``site``) or any Gymnasium id such as
+    ``"Pendulum-v1"``.
+    """
+
+    name: str = IQUITOS
+    site: str = "configs/site/iquitos-2026.yaml"  # site profile YAML, used when name == "iquitos"
+    data_root: str = "data"  # where the site's CityLearn dataset is built and cached
+    seed: int = 0  # training episode k is reset with seed + k
+    eval_seed: int = 10_000  # evaluation episode k is reset with eval_seed + k (same episodes every time)
+    max_episode_steps: int | None = None  # Gymnasium ids only: episode length (None: the id's own limit)
+    backend: str = CITYLEARN  # Iquitos training env: "citylearn" or "twin" (evaluation is always CityLearn)
+    num_envs: int = 1  # parallel envs of the twin's batch (backend "twin" only)
+    compile_twin: bool = False  # torch.compile the twin's step: ~1 min to compile, then 3-5x faster at small B
+    num_workers: int = 1  # collection worker processes (agents/collection.py); frames_per_batch must divide by it
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {self.num_envs}")
+        if self.num_envs > 1 and (self.backend != TWIN or self.name != IQUITOS):
+            raise ValueError("num_envs > 1 needs the twin backend of the Iquitos site")
+        if self.num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {self.num_workers}")
+        if self.num_workers > 1 and self.backend == TWIN and self.name == IQUITOS:
+            raise ValueError("num_workers > 1 is for CityLearn and Gymnasium envs: the twin batches with num_envs")
+
+
+@runtime_checkable
+class EpisodeCounter(Protocol):
+    """What checkpoints read and write on a training env: how many resets it has done."""
+
+    resets_done: int
+
+
+class EpisodeSeeding(gym.Wrapper):
+    """Resets episode ``k`` with seed ``base_seed + k``: the episode counter is the env's whole RNG state."""
+
+    def __init__(self, env: gym.Env, base_seed: int) -> None:
+        super().__init__(env)
+        self.base_seed = base_seed
+        self.resets_done = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        episode_seed = self.base_seed + self.resets_done if seed is None else seed
+        self.resets_done += 1
+        return self.env.reset(seed=episode_seed, options=options)
+
+
+def _make_gym_env(config: EnvConfig) -> gym.Env:
+    if config.name == IQUITOS:
+        # lazy: CityLearn (and pvlib behind the site builder) load in seconds; Gymnasium-only runs never need them
+        from iquitos_lightning.envs.citylearn import make_iquitos_env
+
+        return make_iquitos_env(config.site, data_root=Path(config.data_root))
+    kwargs = {} if config.max_episode_steps is None else {"max_episode_steps": config.max_episode_steps}
+    try:
+        return gym.make(config.name, **kwargs)
+    except gym.error.Error as error:
+        raise ConfigError(
+            f"model.env.name: unknown environment {config.name!r} ({error}); use {IQUITOS!r} (the site of "
+            "model.env.site) or a registered Gymnasium id such as 'Pendulum-v1'"
+        ) from None
+
+
+def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
+    """The TorchRL env of ``config`` on the CPU; ``evaluation`` picks the evaluation seed stream.
+
+    With ``backend="twin"`` the training env is the batched twin (``num_envs`` envs); an
+    evaluation env is always CityLearn. With ``num_workers`` > 1 this is the training process's own
+    env (specs, and the seed stream of worker 0); the workers build theirs from :func:`worker_env_makers`.
+    """
+    if config.name == IQUITOS and config.backend == TWIN and not evaluation:
+        # lazy: the twin reads the built site (pvlib behind the site builder); Gymnasium-only runs never need it
+        from iquitos_lightning.envs.twin import make_torchrl_twin
+
+        return make_torchrl_twin(
+            config.site, data_root=Path(config.data_root), num_envs=config.num_envs, compile_physics=config.compile_twin
+        )
+    return _make_single_env(config, config.eval_seed if evaluation else config.seed)
+
+
+def env_specs(config: EnvConfig) -> EnvBase:
+    """An env with the specs of ``make_env(config)``'s training env, for sizing a run before the agent exists.
+
+    For the Iquitos site the specs follow from the site config alone (observation layout and socket count), so
+    no dataset is built and no CityLearn loaded: :class:`~iquitos_lightning.envs.gym_env.SpecsOnly`. A Gymnasium
+    id is cheap to build, so it is built. Close it after use.
+    """
+    if config.name != IQUITOS:
+        return make_env(config)
+    sockets = site_config_of(config.site).ev.socket_count
+    observation = gym.spaces.Box(-np.inf, np.inf, (len(observation_names(sockets)),), np.float32)
+    action = gym.spaces.Box(-1.0, 1.0, (1 + sockets,), np.float32)
+    return SpecsOnly(observation, action)
+
+
+def worker_env_makers(config: EnvConfig) -> list[Callable[[], EnvBase]]:
+    """One picklable env maker per collection worker (``num_workers`` of them): worker ``w`` trains on the
+    seed stream ``seed + w * WORKER_SEED_STRIDE``; the twin backend is one batched env."""
+    seeds = [config.seed + worker * WORKER_SEED_STRIDE for worker in range(config.num_workers)]
+    return [partial(_make_worker_env, config, seed) for seed in seeds]
+
+
+def _make_worker_env(config: EnvConfig, base_seed: int) -> EnvBase:
+    """Runs in the worker process: seeds its torch RNG (the policy's exploration noise) from the worker's seed,
+    so a run with workers collects the same rollouts each time, then builds the env.
+
+    The worker also ignores Ctrl-C: a terminal sends SIGINT to every process of the group, and a worker
+    dying on it would break the rollout the training process is finishing before it saves a checkpoint
+    (training/callbacks/interrupt.py); the training process shuts its workers down when the run ends.
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.manual_seed(base_seed)
+    if config.name == IQUITOS and config.backend == TWIN:
+        return make_env(config)
+    return _make_single_env(config, base_seed)
+
+
+def _make_single_env(config: EnvConfig, base_seed: int) -> EnvBase:
+    seeding = EpisodeSeeding(FiniteValues(_make_gym_env(config), config.name), base_seed)
+    if is_flat_box_env(seeding):
+        return FlatGymEnv(seeding)  # the Iquitos site, Pendulum...: one layer instead of four (envs/gym_env.py)
+    return general_torchrl_env(seeding)
+
+
+def general_torchrl_env(seeding: EpisodeSeeding) -> EnvBase:
+    """TorchRL's general stack over any Gymnasium env, writing the keys :class:`FlatGymEnv` writes."""
+    env = TransformedEnv(GymWrapper(seeding, device="cpu"))
+    if _has_float64(env):  # the Iquitos env is float32 already: a no-op transform still costs a pass per step
+        env.append_transform(DoubleToFloat())
+    env.append_transform(StepCounter())
+    env.append_transform(RewardSum())
+    return env
+
+
+def _has_float64(env: EnvBase) -> bool:
+    """Whether any observation or the reward is float64 (what ``DoubleToFloat`` converts)."""
+    specs = [*env.observation_spec.values(True, True), env.reward_spec]
+    return any(spec.dtype == torch.float64 for spec in specs)
+
+
+def episode_seeding(env: EnvBase) -> EpisodeCounter:
+    """The :class:`EpisodeSeeding` wrapper inside an env made by :func:`make_env` (the twin itself for the twin:
+    it is deterministic, so its reset counter is all there is to restore)."""
+    if isinstance(env, FlatGymEnv):
+        seeding = env.gym_env
+    elif isinstance(env.base_env, GymWrapper):
+        seeding = env.base_env._env  # GymWrapper keeps the Gymnasium env it wraps there
+    elif isinstance(env.base_env, EpisodeCounter):
+        return env.base_env  # the twin counts its own resets
+    else:
+        seeding = None
+    if not isinstance(seeding, EpisodeSeeding):
+        raise TypeError("env was not built by make_env(): no EpisodeSeeding wrapper inside")
+    return seeding
+
+
+def site_env(env: EnvBase) -> Any | None:
+    """The :class:`~iquitos_lightning.envs.citylearn.IquitosEnv` inside ``env``; None for other tasks and the twin."""
+    seeding = episode_seeding(env)
+    if not isinstance(seeding, EpisodeSeeding):
+        return None
+    inner = seeding.unwrapped
+    return inner if hasattr(inner, "flows") and hasattr(inner, "departures") else None

@@ -1,0 +1,23 @@
+"""Every place the project overrides or reaches into a library's internals, one module per override.
+
+Why one package: such code is correct only for the library version it was written against. Here each
+module says what it overrides and why, checks at import that the installed library still has it
+(:mod:`.pins`: a clear error naming the version, or for CityLearn a logged fallback to the public,
+slower path), and has its equivalence test under ``tests/fastpath/``. Nothing here imports the rest
+of the package (only :mod:`iquitos_lightning.errors` and :mod:`iquitos_lightning.atomic_files`), so every
+layer above can use it.
+
+==========================  ==============================================  =================================
+module                      library internal                                equivalence test
+==========================  ==============================================  =================================
+``citylearn_step``          CityLearn's ``_runtime_service._step_once``      ``test_citylearn_fast_path``
+``citylearn_feedback``      CityLearn's ``BuildingOpsService._record_*``     ``test_citylearn_fast_path``
+``collector_weights``       TorchRL ``MultiSyncCollector`` weight push       ``tests/agents/test_collection``
+``soft_update``             TorchRL ``SoftUpdate._sources/_targets``         ``test_soft_update``
+``tanh_normal``             TorchRL ``TanhNormal`` sampling arithmetic       ``test_tanh_normal``
+``replay_cursor``           TorchRL writer's ``_cursor``                     ``test_replay_cursor``
+``dynamo_fallback``         ``torch._dynamo.config.suppress_errors``         ``tests/agents/test_speed``
+``model_checkpoint``        six private ``ModelCheckpoint`` methods          ``test_model_checkpoint``
+``cli_checkpoint``          ``LightningCLI._parse_ckpt_path``                ``tests/test_cli``
+==========================  ==============================================  =================================
+"""

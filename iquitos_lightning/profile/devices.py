@@ -1,0 +1,48 @@
+"""Adapt GPU-only Trainer settings to the machine at hand, once, with one clear line.
+
+Why: the RTX 4060 profiles ask for ``16-mixed``; on a CPU-only machine Lightning would run it as
+bf16-mixed with a warning (no gain on a CPU: measured, bf16 autocast sped up no SAC update) and
+``16-true``/``bf16-true`` crash there. A config written for the laptop should still run on the CI
+machine: half precisions fall back to ``32-true`` and say so; an explicit ``accelerator: gpu`` on a
+machine without CUDA is refused with what to write instead (``auto`` picks the GPU when there is
+one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GPU_ACCELERATORS = ("gpu", "cuda")
+CPU_FALLBACK_PRECISION = "32-true"
+HALF_PRECISIONS = {"16", "16-mixed", "16-true", "bf16-true", "half"}
+
+
+class AcceleratorUnavailable(ValueError):
+    """The config asks for an accelerator this machine does not have."""
+
+
+@dataclass(frozen=True)
+class TrainerDevice:
+    accelerator: str
+    precision: str | None
+    note: str | None  # what was changed and why (None: nothing changed)
+
+
+def adapt_to_machine(accelerator: str | None, precision: str | int | None, cuda_available: bool) -> TrainerDevice:
+    """The accelerator and precision to run with on this machine, and a note when they differ from the config."""
+    accelerator = str(accelerator or "auto").lower()
+    precision_text = None if precision is None else str(precision)
+    if cuda_available:
+        return TrainerDevice(accelerator, precision_text, None)
+    if accelerator in GPU_ACCELERATORS:
+        raise AcceleratorUnavailable(
+            f"trainer.accelerator={accelerator!r} but this machine has no CUDA device; use "
+            "--trainer.accelerator auto (picks the GPU when present) or --trainer.accelerator cpu"
+        )
+    if precision_text in HALF_PRECISIONS:
+        note = (
+            f"no CUDA device: precision {precision_text!r} falls back to {CPU_FALLBACK_PRECISION!r} on the CPU "
+            "(half precision gains nothing there and 16-true/bf16-true do not run)"
+        )
+        return TrainerDevice(accelerator, CPU_FALLBACK_PRECISION, note)
+    return TrainerDevice(accelerator, precision_text, None)

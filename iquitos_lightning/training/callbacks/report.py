@@ -1,0 +1,177 @@
+"""The run report: after ``fit`` and ``test``, a folder a person can open to see how the run went.
+
+Why: a user training for hours wants, afterwards and without W&B, the answer to "did it learn, and
+how does the policy run the site?". At the end of ``fit`` and of ``test`` this callback writes to
+``<logger root>/report/`` (``runs/<name>/report/`` with the project's configs):
+
+- ``kpis.md`` / ``kpis.json``: the agent's KPI row of the last evaluation, in the reference table's format;
+- ``learning_curve.png``: training and evaluation episode return over env frames, and the CO2 KPI
+  of each evaluation when the env is the Iquitos site;
+- ``dispatch_week.png``: a typical week of the last evaluation episode (PV, mall load, EV charging,
+  BESS power and SOC, grid import), Iquitos site only;
+- ``summary.md``: what ran, for how long, how fast, and the figures above.
+
+After ``test`` it also writes the agent's KPI row to ``<logger root>/kpis.json`` (the file ``compare``
+and the README's output table name): the only writer of that file.
+
+The same KPI table (after each evaluation) and the plots go into every W&B logger of the run. The
+history is part of the callback's checkpoint state, so a resumed run's curve starts at frame 0.
+
+What it reads from the LightningModule: the counters of
+:class:`~iquitos_lightning.agents.contract.FrameCounting`, the KPI row and evaluation flows of
+:class:`~iquitos_lightning.agents.contract.ReportsKpis`, and the logged metrics ``val/episode_return``,
+``test/episode_return`` and ``<stage>/kpi/<name>``. On another module the report holds what there is
+(a return curve, or only the summary).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.utilities import rank_zero_info
+
+from iquitos_lightning.agents.contract import FrameCounting, ReportsKpis, frames_done
+from iquitos_lightning.report.run_report import write_kpi_row, write_run_report
+
+
+def logger_root(trainer: pl.Trainer) -> Path:
+    """``<logger root>``: the run's folder, holding the CSV log and the checkpoints (``runs/<name>``)."""
+    logger = trainer.logger
+    root = getattr(logger, "root_dir", None) if logger is not None else None  # not every logger has one
+    return Path(root or trainer.default_root_dir)
+
+
+def report_dir(trainer: pl.Trainer) -> Path:
+    """``<logger root>/report``: beside the CSV log and the checkpoints (``runs/<name>/report``)."""
+    return logger_root(trainer) / "report"
+
+
+class RunReport(pl.Callback):
+    """Writes the report folder at the end of ``fit`` and ``test`` (module docstring)."""
+
+    def __init__(self, dirpath: str | None = None, dispatch_plot: bool = True) -> None:
+        self.dirpath = dirpath
+        self.dispatch_plot = dispatch_plot
+        self.train_returns: list[tuple[int, float]] = []  # (frames, return of the last finished episode)
+        self.evaluations: list[dict[str, float]] = []  # frames, episode_return and KPIs of each validation
+        self._episodes_seen = 0
+        self._started = time.monotonic()
+        self._frames_at_start = 0
+
+    # ----- observing ---------------------------------------------------------------------------------
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._started = time.monotonic()
+        self._frames_at_start = frames_done(pl_module) or 0
+        self._episodes_seen = pl_module.episodes_done if isinstance(pl_module, FrameCounting) else 0
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if not isinstance(pl_module, FrameCounting):
+            return
+        episodes, last_return = pl_module.episodes_done, pl_module.last_episode_return
+        if last_return is None or episodes <= self._episodes_seen:
+            return
+        self._episodes_seen = int(episodes)
+        self.train_returns.append((int(pl_module.frames_done), float(last_return)))
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        evaluation = self._stage_metrics(trainer, "val")
+        if not evaluation:
+            return
+        frames = frames_done(pl_module)
+        evaluation = {"frames": float(trainer.global_step if frames is None else frames), **evaluation}
+        self.evaluations.append(evaluation)
+        self._log_kpi_table(trainer, "val", evaluation)
+
+    # ----- writing -------------------------------------------------------------------------------------
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        latest = self.evaluations[-1] if self.evaluations else {}
+        self.write(trainer, pl_module, "fit", latest)
+
+    def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        metrics = self._stage_metrics(trainer, "test")
+        self._log_kpi_table(trainer, "test", metrics)
+        self.write(trainer, pl_module, "test", metrics)
+        row = pl_module.test_kpi_row() if isinstance(pl_module, ReportsKpis) else None
+        if row is not None:
+            path = write_kpi_row(logger_root(trainer) / "kpis.json", row)
+            rank_zero_info(f"KPIs of {row['controller']} written to {path}")
+
+    def write(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str, metrics: dict[str, float]) -> Path:
+        """Write every file of the report for ``stage`` and return the folder."""
+        folder = Path(self.dirpath) if self.dirpath else report_dir(trainer)
+        reports_kpis = isinstance(pl_module, ReportsKpis)
+        flows = pl_module.evaluation_flows() if self.dispatch_plot and reports_kpis else None
+        paths = write_run_report(
+            folder,
+            stage=stage,
+            controller=type(pl_module).__name__,
+            counters=_counters(pl_module),
+            elapsed_s=time.monotonic() - self._started,
+            frames_this_run=(frames_done(pl_module) or 0) - self._frames_at_start,
+            metrics=metrics,
+            train_returns=self.train_returns,
+            evaluations=self.evaluations,
+            site_flows=flows,
+        )
+        images = [path for path in paths if path.suffix == ".png"]
+        for logger in _wandb_loggers(trainer):
+            for image in images:  # one key per plot: W&B draws images of different sizes under one key badly
+                logger.log_image(key=f"report/{stage}/{image.stem}", images=[str(image)])
+        rank_zero_info(f"run report ({stage}) written to {folder}")
+        return folder
+
+    # ----- checkpoint state: a resumed run keeps its curve ----------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "train_returns": [list(point) for point in self.train_returns],
+            "evaluations": [dict(evaluation) for evaluation in self.evaluations],
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.train_returns = [(int(frames), float(value)) for frames, value in state_dict.get("train_returns", [])]
+        self.evaluations = [dict(evaluation) for evaluation in state_dict.get("evaluations", [])]
+
+    # ----- helpers -------------------------------------------------------------------------------------
+    @staticmethod
+    def _stage_metrics(trainer: pl.Trainer, stage: str) -> dict[str, float]:
+        """``<stage>/episode_return`` and ``<stage>/kpi/*`` from the trainer's metrics, without the prefix."""
+        prefix, kpi_prefix = f"{stage}/", f"{stage}/kpi/"
+        metrics: dict[str, float] = {}
+        for key, value in trainer.callback_metrics.items():
+            if key.startswith(kpi_prefix):
+                metrics[key[len(kpi_prefix) :]] = float(value)
+            elif key == f"{prefix}episode_return":
+                metrics["episode_return"] = float(value)
+        return metrics
+
+    @staticmethod
+    def _log_kpi_table(trainer: pl.Trainer, stage: str, metrics: dict[str, float]) -> None:
+        if not metrics:
+            return
+        columns = sorted(metrics)
+        for logger in _wandb_loggers(trainer):
+            logger.log_table(key=f"{stage}/kpi_table", columns=columns, data=[[metrics[name] for name in columns]])
+
+
+def _wandb_loggers(trainer: pl.Trainer) -> list[WandbLogger]:
+    return [logger for logger in trainer.loggers if isinstance(logger, WandbLogger)]
+
+
+def _counters(pl_module: pl.LightningModule) -> dict[str, Any]:
+    if not isinstance(pl_module, FrameCounting):
+        return dict.fromkeys(("frames_done", "frame_budget", "updates_done", "episodes_done", "last_episode_return"))
+    return {
+        "frames_done": pl_module.frames_done,
+        "frame_budget": pl_module.frame_budget,
+        "updates_done": pl_module.updates_done,
+        "episodes_done": pl_module.episodes_done,
+        "last_episode_return": pl_module.last_episode_return,
+    }

@@ -1,0 +1,76 @@
+"""The collection-time sampler writes exactly what the TanhNormal actor writes, for a fraction of the cost."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+from iquitos_lightning.agents import EnvConfig
+from iquitos_lightning.agents.networks import initialise_lazy, make_actor
+from iquitos_lightning.envs.factory import make_env
+from iquitos_lightning.fastpath.tanh_normal import TanhNormalSampler, collection_policy
+
+
+def _actor(env_name: str, *, return_log_prob: bool = True):
+    env = make_env(EnvConfig(name=env_name))
+    actor = make_actor(env, (16, 16), "tanh", return_log_prob=return_log_prob)
+    initialise_lazy(env, actor)
+    return env, actor
+
+
+def _observations(env, rows: int) -> TensorDict:
+    generator = torch.Generator().manual_seed(1)
+    size = env.observation_spec["observation"].shape[-1]
+    # Large values too: the tanh saturates and the safe clamp decides the action.
+    observation = (
+        torch.randn(rows, size, generator=generator) * torch.tensor([1.0, 30.0]).repeat_interleave(rows // 2)[:, None]
+    )
+    return TensorDict({"observation": observation}, batch_size=[rows])
+
+
+def _both(actor, sampler, observations: TensorDict, exploration: ExplorationType):
+    outputs = []
+    for module in (actor, sampler):
+        torch.manual_seed(7)
+        with torch.no_grad(), set_exploration_type(exploration):
+            outputs.append(module(observations.clone()))
+    return outputs
+
+
+@pytest.mark.parametrize("env_name", ["Pendulum-v1", "MountainCarContinuous-v0"])
+@pytest.mark.parametrize("return_log_prob", [True, False])
+def test_random_samples_and_log_probs_equal_the_actor_bit_for_bit(env_name: str, return_log_prob: bool) -> None:
+    env, actor = _actor(env_name, return_log_prob=return_log_prob)  # bounds [-2, 2] (affine) and [-1, 1] (none)
+    sampler = TanhNormalSampler(actor)
+    expected, fast = _both(actor, sampler, _observations(env, 64), ExplorationType.RANDOM)
+    assert set(fast.keys()) == set(expected.keys())
+    keys = ["loc", "scale", "action"] + (["action_log_prob"] if return_log_prob else [])
+    for key in keys:
+        assert torch.equal(fast[key], expected[key]), key
+    assert (fast["action"].abs() < 1.0 * env.action_spec.space.high).all()  # never exactly on a bound
+    assert torch.isfinite(fast.get("action_log_prob", torch.zeros(1))).all()
+
+
+def test_asymmetric_bounds_are_mapped_like_the_actor() -> None:
+    env, actor = _actor("Pendulum-v1")
+    actor.module[1].distribution_kwargs.update(low=torch.tensor([-0.5]), high=torch.tensor([3.0]))
+    expected, fast = _both(actor, TanhNormalSampler(actor), _observations(env, 32), ExplorationType.RANDOM)
+    assert torch.equal(fast["action"], expected["action"])
+    assert torch.equal(fast["action_log_prob"], expected["action_log_prob"])
+    assert (fast["action"] > -0.5).all() and (fast["action"] < 3.0).all()
+
+
+def test_deterministic_exploration_is_the_actor_itself() -> None:
+    env, actor = _actor("Pendulum-v1")
+    expected, fast = _both(actor, TanhNormalSampler(actor), _observations(env, 8), ExplorationType.DETERMINISTIC)
+    assert torch.equal(fast["action"], expected["action"])
+
+
+def test_collection_policy_keeps_modules_it_does_not_reproduce() -> None:
+    _, actor = _actor("Pendulum-v1")
+    assert isinstance(collection_policy(actor), TanhNormalSampler)
+    assert collection_policy(actor.module[0]) is actor.module[0]
+    with pytest.raises(TypeError, match="ProbabilisticActor"):
+        TanhNormalSampler(actor.module[0])

@@ -1,0 +1,27 @@
+"""GPU-only Trainer settings on a CPU machine: half precision falls back to 32-true, accelerator gpu is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from iquitos_lightning.profile.devices import AcceleratorUnavailable, adapt_to_machine
+
+
+@pytest.mark.parametrize("precision", ["16-mixed", 16, "16-true", "bf16-true"])
+def test_half_precision_falls_back_to_32_true_on_cpu_and_says_why(precision):
+    adapted = adapt_to_machine("auto", precision, cuda_available=False)
+    assert adapted.precision == "32-true"
+    assert adapted.note is not None and "falls back" in adapted.note
+
+
+@pytest.mark.parametrize("accelerator", ["gpu", "cuda", "GPU"])
+def test_explicit_gpu_accelerator_is_refused_without_cuda(accelerator):
+    with pytest.raises(AcceleratorUnavailable, match="accelerator auto"):
+        adapt_to_machine(accelerator, "16-mixed", cuda_available=False)
+
+
+def test_settings_are_untouched_where_they_work():
+    assert adapt_to_machine("auto", "16-mixed", cuda_available=True).note is None
+    assert adapt_to_machine("auto", "16-mixed", cuda_available=True).precision == "16-mixed"
+    kept = adapt_to_machine("cpu", "bf16-mixed", cuda_available=False)
+    assert (kept.accelerator, kept.precision, kept.note) == ("cpu", "bf16-mixed", None)

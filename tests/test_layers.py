@@ -1,0 +1,160 @@
+"""The package's layers, read from its import graph: every import points down the data flow.
+
+The stack (docs/architecture.md), bottom first; a module may import its own layer and the layers below:
+
+    errors, atomic_files < fastpath < site < metrics < envs < report < control < profile < agents
+        < training < experiments, bench < cli, __main__, callbacks (the public face of training.callbacks)
+
+The graph is read with ``ast`` from the source (nothing is imported), module-level and function-level
+imports alike, so an upward import cannot hide inside a function. Function-level imports are allowed only
+for optional or heavy dependencies and must say so in a ``# lazy:`` comment on the import's line or above its
+block of imports.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "iquitos_lightning"
+
+# Bottom first. A module belongs to the first entry that is its name or a parent package of it.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "atomic_files"),
+    ("fastpath",),
+    ("site",),
+    ("metrics",),
+    ("envs",),
+    ("report",),
+    ("control",),
+    ("profile",),
+    ("agents",),
+    ("training",),
+    ("experiments", "bench"),
+    ("cli", "__main__", "callbacks"),
+)
+
+
+def layer_of(module: str) -> int:
+    """The layer index of ``iquitos_lightning.<module>`` (a dotted name relative to the package)."""
+    parts = module.split(".")
+    for index, names in enumerate(LAYERS):
+        if parts[0] in names:
+            return index
+    raise AssertionError(f"iquitos_lightning.{module} is in no layer: add it to LAYERS and docs/architecture.md")
+
+
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    relative = path.relative_to(package).with_suffix("")
+    parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+    return ".".join(parts)
+
+
+def imported_modules(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> Iterator[str]:
+    """The package modules an import statement names, relative to the package ("" for the package itself)."""
+    relative = isinstance(node, ast.ImportFrom) and node.level > 0
+    if isinstance(node, ast.Import):
+        targets = [alias.name for alias in node.names]
+    elif relative:
+        base = module.split(".") if is_package else module.split(".")[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        targets = [".".join([*base, node.module] if node.module else base)]
+    else:
+        targets = [node.module or ""]
+    for target in targets:
+        if target == "iquitos_lightning" or target.startswith("iquitos_lightning."):
+            yield target.removeprefix("iquitos_lightning").lstrip(".")
+        elif relative:
+            yield target
+
+
+class Import:
+    def __init__(self, source: str, target: str, line: int, in_function: bool, lazy_comment: bool) -> None:
+        self.source, self.target, self.line = source, target, line
+        self.in_function, self.lazy_comment = in_function, lazy_comment
+
+    def __repr__(self) -> str:
+        return f"iquitos_lightning.{self.source}:{self.line} -> iquitos_lightning.{self.target}"
+
+
+def package_imports(package: Path = PACKAGE) -> list[Import]:
+    """Every import of a package module by a package module, and every function-level import of anything."""
+    found: list[Import] = []
+    for path in sorted(package.rglob("*.py")):
+        module = module_name(path, package)
+        lines = path.read_text().splitlines()
+        tree = ast.parse("\n".join(lines), filename=str(path))
+        functions = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)]
+        inside = {id(child) for function in functions for child in ast.walk(function) if child is not function}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            in_function = id(node) in inside
+            lazy = "# lazy:" in lines[node.lineno - 1] or any("# lazy:" in line for line in _block_above(lines, node))
+            targets = list(imported_modules(node, module, path.name == "__init__.py"))
+            for target in targets:
+                found.append(Import(module, target, node.lineno, in_function, lazy))
+            if in_function and not targets:
+                found.append(Import(module, "", node.lineno, True, lazy))  # a third-party import inside a function
+    return found
+
+
+def _block_above(lines: list[str], node: ast.stmt) -> list[str]:
+    """The lines above an import up to the first that is not an import, a comment or blank (its import block)."""
+    block: list[str] = []
+    for line in reversed(lines[: node.lineno - 1]):
+        stripped = line.strip()
+        if stripped and not stripped.startswith(("#", "import ", "from ")):
+            break
+        block.append(stripped)
+    return block
+
+
+def upward_imports(imports: list[Import]) -> list[Import]:
+    return [item for item in imports if item.target and layer_of(item.target) > layer_of(item.source)]
+
+
+def test_every_import_points_down_the_layers() -> None:
+    upward = upward_imports(package_imports())
+    assert not upward, "imports that run back up the layers (docs/architecture.md):\n" + "\n".join(map(repr, upward))
+
+
+def test_every_module_has_a_layer() -> None:
+    for path in PACKAGE.rglob("*.py"):
+        module = module_name(path)
+        if module:
+            layer_of(module)
+
+
+def test_function_level_imports_say_why() -> None:
+    """Imports inside functions are for optional or heavy dependencies only, each with a ``# lazy:`` comment."""
+    unexplained = [item for item in package_imports() if item.in_function and not item.lazy_comment]
+    assert not unexplained, "function-level imports without a '# lazy:' reason:\n" + "\n".join(map(repr, unexplained))
+
+
+def test_an_upward_import_is_caught(tmp_path: Path) -> None:
+    """The check itself: an env module importing an agent is reported, at module level and inside a function."""
+    package = tmp_path / "iquitos_lightning"
+    (package / "envs").mkdir(parents=True)
+    (package / "agents").mkdir()
+    (package / "agents" / "sac.py").write_text("X = 1\n")
+    (package / "envs" / "bad.py").write_text(
+        "from iquitos_lightning.agents.sac import X\n\ndef f():\n    from ..agents import sac  # lazy: test\n"
+    )
+    (package / "envs" / "good.py").write_text("from iquitos_lightning.metrics.kpis import compute_kpis\n")
+    upward = upward_imports(package_imports(package))
+    assert [(item.source, item.target, item.line) for item in upward] == [
+        ("envs.bad", "agents.sac", 1),
+        ("envs.bad", "agents", 4),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("source", "target"), [("metrics.kpis", "envs.citylearn"), ("report.tables", "control.baselines")]
+)
+def test_layer_order_matches_the_data_flow(source: str, target: str) -> None:
+    """KPI definitions sit below the envs that record flows; the report below the controllers it tabulates."""
+    assert layer_of(source) < layer_of(target)

@@ -1,0 +1,52 @@
+"""RLProgressBar: counts frames towards the budget and shows fps, ETA, last return and memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from callbacks_testkit import TinyRegression, TinyRLModule, make_trainer
+
+from iquitos_lightning.callbacks import RLProgressBar, StepRate, VRAMMonitor
+from iquitos_lightning.training.callbacks.progress import format_count, run_status
+
+
+def test_bar_counts_frames_and_shows_rate_eta_return_and_memory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bar = RLProgressBar(leave=True)
+    module = TinyRLModule(frame_budget=1_000, batch_size=8)
+    callbacks = [StepRate(log_every_n_steps=5), VRAMMonitor(log_every_n_steps=5), bar]
+    trainer = make_trainer(tmp_path, callbacks, max_steps=20, enable_progress_bar=True)
+    trainer.fit(module)
+
+    assert (bar.train_progress_bar.completed, bar.train_progress_bar.total) == (160, 1_000)
+    shown = bar.get_metrics(trainer, module)
+    assert list(shown)[:5] == ["frames", "fps", "ETA", "return", "mem"]
+    assert shown["frames"] == "160/1k"
+    assert shown["mem"].endswith("GB")
+    assert shown["return"] == f"{module.last_episode_return:.4g}"
+    assert "train/loss" in shown  # the module's own prog_bar metrics stay
+    assert "frames: 160/1k" in capsys.readouterr().out
+
+
+def test_bar_on_a_plain_module_keeps_lightning_behaviour(tmp_path: Path) -> None:
+    bar = RLProgressBar()
+    module = TinyRegression()
+    trainer = make_trainer(tmp_path, [bar], max_steps=12, enable_progress_bar=True)
+    trainer.fit(module)
+    shown = bar.get_metrics(trainer, module)
+    assert not {"frames", "fps", "ETA", "return", "mem"} & set(shown)
+    assert bar.train_progress_bar.completed == 12 - 8  # batches of the second epoch (8 per epoch), not frames
+
+
+def test_status_fields_are_short_and_skip_unknowns() -> None:
+    assert run_status(12_345, 1_000_000, 412.5, 3723.0, -12.3456, "3.1/8.0 GB") == {
+        "frames": "12.3k/1M",
+        "fps": "412",
+        "ETA": "1:02:03",
+        "return": "-12.35",
+        "mem": "3.1/8.0 GB",
+    }
+    assert run_status(None, None, None, None, None, None) == {}
+    assert [format_count(value) for value in (999, 1_500, 2_500_000, 0.25)] == ["999", "1.5k", "2.5M", "0.25"]
