@@ -71,8 +71,18 @@ class EnvConfig:
     num_envs: int = 1  # parallel envs of the twin's batch (backend "twin" only)
     compile_twin: bool = False  # torch.compile the twin's step: ~1 min to compile, then 3-5x faster at small B
     num_workers: int = 1  # collection worker processes (agents/collection.py); frames_per_batch must divide by it
+    actions: str = "per_socket"  # Iquitos action layout: "per_socket" (1 + sockets) or "fleet" (BESS, EV fleet)
+    ev_guarantee: bool = True  # Iquitos: every EV gets at least the least-laxity minimum that serves it in time
+    objective: str = "thesis"  # Iquitos reward: "thesis" (the seed weights) or "tariff" (the bill, envs/objectives.py)
 
     def __post_init__(self) -> None:
+        from iquitos_lightning.envs.actions import LAYOUTS
+        from iquitos_lightning.envs.objectives import OBJECTIVES
+
+        if self.actions not in LAYOUTS:
+            raise ValueError(f"actions must be one of {LAYOUTS}, got {self.actions!r}")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.num_envs < 1:
@@ -109,7 +119,7 @@ def _make_gym_env(config: EnvConfig) -> gym.Env:
     if config.name == IQUITOS:
         from iquitos_lightning.envs.citylearn import make_iquitos_env
 
-        return make_iquitos_env(config.site, data_root=Path(config.data_root))
+        return make_iquitos_env(config.site, data_root=Path(config.data_root), **site_env_options(config))
     kwargs = {} if config.max_episode_steps is None else {"max_episode_steps": config.max_episode_steps}
     try:
         return gym.make(config.name, **kwargs)
@@ -131,9 +141,18 @@ def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
         from iquitos_lightning.envs.twin import make_torchrl_twin
 
         return make_torchrl_twin(
-            config.site, data_root=Path(config.data_root), num_envs=config.num_envs, compile_physics=config.compile_twin
+            config.site,
+            data_root=Path(config.data_root),
+            num_envs=config.num_envs,
+            compile_physics=config.compile_twin,
+            **site_env_options(config),
         )
     return _make_single_env(config, config.eval_seed if evaluation else config.seed)
+
+
+def site_env_options(config: EnvConfig) -> dict[str, Any]:
+    """The control-problem options both Iquitos simulators take (action layout, EV guarantee, objective)."""
+    return {"action_layout": config.actions, "ev_guarantee": config.ev_guarantee, "objective": config.objective}
 
 
 def worker_env_makers(config: EnvConfig) -> list[Callable[[], EnvBase]]:

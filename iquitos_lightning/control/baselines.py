@@ -32,7 +32,7 @@ from iquitos_lightning.control.optimum import (
 )
 from iquitos_lightning.control.references import (
     Controller,
-    ReplayController,
+    PlanController,
     RuleBasedController,
     UncontrolledController,
 )
@@ -70,7 +70,7 @@ def run_baselines(site_path: Path, results_root: Path, *, console: Console | Non
     controllers = [
         UncontrolledController(site_config),
         RuleBasedController(site_config, charger_efficiency=charger_efficiency),
-        ReplayController(plan.actions(env.series), name="optimum"),
+        PlanController(plan.bess_charge_kw - plan.bess_discharge_kw, plan.socket_kw, env.site_config, name="optimum"),
     ]
     rollouts = _run_all(env, controllers, console)
 

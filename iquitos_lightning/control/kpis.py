@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from iquitos_lightning.envs.actions import socket_bands
 from iquitos_lightning.envs.state import DEPARTURE_COLUMNS, FLOW_COLUMNS
 from iquitos_lightning.site.config import SiteConfig
 from iquitos_lightning.site.series import SiteSeries
@@ -110,14 +111,23 @@ def unavoidable_unmet_kwh(series: SiteSeries) -> float:
     """EV energy no controller can deliver: each session's need beyond its charger power x dwell hours.
 
     The unmet energy of any controller is at least this; "EVs fully served" means unmet equals it.
+    Computed with the env's own band function (envs/actions.py): each session follows the top of its band
+    (full power while it needs energy) from arrival to departure; what it still needs then is unavoidable.
     """
     sessions = series.sessions
     if sessions.empty:
         return 0.0
-    charger_kw = series.socket_charger_kw[sessions["socket"].to_numpy(dtype=int)]
-    dwell_h = (sessions["departure_step"] - sessions["arrival_step"]).clip(lower=0).to_numpy(dtype=float)
+    socket = sessions["socket"].to_numpy(dtype=int)
+    charger_kw = series.socket_charger_kw[socket]
+    dwell = (sessions["departure_step"] - sessions["arrival_step"]).clip(lower=0).to_numpy(dtype=int)
     # The LP and CityLearn use the battery-side need at charger efficiency 1 (the builder's setting).
-    return float(np.clip(series.session_energy_needed_kwh() - charger_kw * dwell_h, 0.0, None).sum())
+    remaining_kwh = series.session_energy_needed_kwh().astype(float)
+    ones = np.ones_like(remaining_kwh)
+    for hour in range(int(dwell.max(initial=0))):
+        plugged = hour < dwell
+        bands = socket_bands(plugged, 0.0 * ones, remaining_kwh, dwell - hour, ones, charger_kw)
+        remaining_kwh = np.clip(remaining_kwh - bands.high, 0.0, None)
+    return float(remaining_kwh.sum())
 
 
 def _require_columns(table: pd.DataFrame, columns: tuple[str, ...], name: str) -> None:
