@@ -34,6 +34,12 @@ def _project_parser() -> argparse.ArgumentParser:
     baselines = commands.add_parser("baselines", help="run the reference controllers and the LP optimum")
     baselines.add_argument("--site", type=Path, default=DEFAULT_SITE, help="site profile YAML (default: %(default)s)")
     baselines.add_argument("--results", type=Path, default=Path("results"), help="results root (default: %(default)s)")
+    baselines.add_argument(
+        "--simulator",
+        choices=("citylearn", "twin"),
+        default="citylearn",
+        help="run the references on CityLearn or its bit-equal twin (same numbers, faster; default: %(default)s)",
+    )
     # Listed for --help only: main() hands `bench ...` to iquitos_lightning.bench.run before parsing.
     commands.add_parser("bench", help="speed and memory report, ours vs Stable-Baselines3 (see `bench --help`)")
     commands.add_parser(
@@ -175,7 +181,7 @@ def _run_project_command(args: list[str]) -> int:
         # lazy: each command loads only what it runs (build-site must not pay for torch and Lightning)
         from iquitos_lightning.control.baselines import run_baselines
 
-        run_baselines(namespace.site, namespace.results)
+        run_baselines(namespace.site, namespace.results, simulator=namespace.simulator)
         return 0
     raise AssertionError(f"unhandled command {namespace.command}")
 

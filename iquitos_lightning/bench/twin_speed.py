@@ -69,7 +69,9 @@ def twin_steps_per_second(
             twin.step(TensorDict({"action": action}, batch_size=twin.batch_size))
         else:
             state = twin._state
-            state.t, state.soc, state.capacity, *_ = twin._simulate(state.t, state.soc, state.capacity, action)
+            state.t, state.soc, state.capacity, state.peak, *_ = twin._simulate(
+                state.t, state.soc, state.capacity, state.peak, action
+            )
 
     twin.reset()
     step(actions[0])  # warm-up (compiles if asked)

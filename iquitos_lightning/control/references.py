@@ -3,9 +3,11 @@
 Why pure functions of :class:`~iquitos_lightning.envs.state.SiteState`: the references act on
 physical quantities (kW, kWh, SOC), not on normalised observations, so their logic is readable
 and testable without a simulator; :mod:`iquitos_lightning.control.rollout` runs any of them
-through the environment. Every controller returns the environment's action vector
+through the environment. Every controller returns the ``per_socket`` action vector
 ``[BESS, socket_0, ..., socket_{S-1}]`` in [-1, 1]: the BESS as a fraction of its power
-(+charge / -discharge, grid side) and each socket as a fraction of its charger power.
+(+charge / -discharge, grid side) and each socket's wish in kW sent through the inverse of the
+env's mapping onto the socket's band (:mod:`~iquitos_lightning.envs.actions`): the same EV guarantee
+bounds every controller, learned or not.
 """
 
 from __future__ import annotations
@@ -14,11 +16,32 @@ from typing import Protocol
 
 import numpy as np
 
+from iquitos_lightning.envs.actions import SocketBands, power_to_action, socket_bands
 from iquitos_lightning.envs.state import SiteState
 from iquitos_lightning.site.config import SiteConfig
 
-# Energy (kWh) added to a just-in-time EV plan so float rounding cannot leave an EV a hair short.
-JUST_IN_TIME_MARGIN_KWH = 1e-6
+
+def socket_arrays(site_config: SiteConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Charger kW and battery kWh of every socket (sockets are numbered fleet after fleet)."""
+    fleets = site_config.ev.fleets
+    charger_kw = np.concatenate([[fleet.charger_kw] * fleet.sockets for fleet in fleets]).astype(float)
+    battery_kwh = np.concatenate([[fleet.battery_kwh] * fleet.sockets for fleet in fleets]).astype(float)
+    return charger_kw, battery_kwh
+
+
+def state_bands(
+    state: SiteState, charger_kw: np.ndarray, battery_kwh: np.ndarray, *, charger_efficiency: float = 1.0
+) -> SocketBands:
+    """The sockets' bands with the EV guarantee for ``state`` (the env computes the same from the same state)."""
+    return socket_bands(
+        state.socket_connected.astype(bool),
+        state.socket_soc,
+        state.socket_required_soc,
+        state.socket_hours_to_departure,
+        battery_kwh,
+        charger_kw,
+        charger_efficiency=charger_efficiency,
+    )
 
 
 class Controller(Protocol):
@@ -30,7 +53,8 @@ class Controller(Protocol):
 
 
 class UncontrolledController:
-    """Every connected socket at full power from plug-in; the BESS idles."""
+    """Every connected socket at full power from plug-in (the top of its band: until the EV has what it needs,
+    with the guarantee on); the BESS idles."""
 
     name = "uncontrolled"
 
@@ -47,7 +71,8 @@ class RuleBasedController:
     """PV surplus charges the BESS, the BESS covers the net load in the peak window, EVs charge just in time.
 
     Per hour: every EV first gets the least power that still lets full power in its remaining
-    hours reach its required SOC (least laxity); PV surplus over the mall and those minimums then
+    hours reach its required SOC (the EV guarantee's minimum, envs/actions.py); PV surplus over the
+    mall and those minimums then
     tops EVs up now, least-laxity first (so they need less later, outside the sun); what surplus is
     left charges the BESS; in the peak window (``grid.peak_start_hour`` to ``grid.peak_end_hour``)
     the BESS discharges to cover the net load (mall + EV - PV), within its SOC window.
@@ -58,31 +83,25 @@ class RuleBasedController:
     def __init__(self, site_config: SiteConfig, *, charger_efficiency: float = 1.0) -> None:
         self.site_config = site_config
         self.charger_efficiency = charger_efficiency
-        fleets = site_config.ev.fleets
-        self.charger_kw = np.concatenate([[fleet.charger_kw] * fleet.sockets for fleet in fleets]).astype(float)
-        self.battery_kwh = np.concatenate([[fleet.battery_kwh] * fleet.sockets for fleet in fleets]).astype(float)
+        self.charger_kw, self.battery_kwh = socket_arrays(site_config)
 
     def act(self, state: SiteState) -> np.ndarray:
-        socket_kw = self.ev_power_kw(state)
+        bands = self.bands(state)
+        socket_kw = self.ev_power_kw(state, bands)
         bess_kw = self.bess_power_kw(state, ev_kw=float(socket_kw.sum()))
-        return np.concatenate([[bess_kw / self.site_config.bess.power_kw], socket_kw / self.charger_kw])
+        return np.concatenate([[bess_kw / self.site_config.bess.power_kw], power_to_action(socket_kw, bands)])
 
-    def ev_power_kw(self, state: SiteState) -> np.ndarray:
-        """Grid-side charging power per socket: the just-in-time minimum plus PV surplus, least laxity first."""
-        connected = state.socket_connected.astype(bool)
-        gap_soc = np.clip(state.socket_required_soc - state.socket_soc, 0.0, None)
-        need_kwh = np.where(connected, gap_soc * self.battery_kwh / self.charger_efficiency, 0.0)
-        hours_left = np.maximum(state.socket_hours_to_departure, 1)
-        wanted_kw = np.minimum(need_kwh, self.charger_kw)
-        later_kwh = (hours_left - 1) * self.charger_kw
-        minimum_kw = np.clip(need_kwh - later_kwh + JUST_IN_TIME_MARGIN_KWH, 0.0, wanted_kw)
-        minimum_kw = np.where(need_kwh > 0, minimum_kw, 0.0)
+    def bands(self, state: SiteState) -> SocketBands:
+        return state_bands(state, self.charger_kw, self.battery_kwh, charger_efficiency=self.charger_efficiency)
 
+    def ev_power_kw(self, state: SiteState, bands: SocketBands | None = None) -> np.ndarray:
+        """Grid-side charging power per socket: the guarantee's minimum plus PV surplus, least laxity first."""
+        bands = bands or self.bands(state)
+        minimum_kw, wanted_kw = bands.low, bands.high
         surplus_kw = state.pv_kw - state.mall_kw - float(minimum_kw.sum())
         power_kw = minimum_kw.copy()
         if surplus_kw > 0:
-            laxity_h = hours_left - need_kwh / self.charger_kw
-            for socket in np.argsort(laxity_h, kind="stable"):
+            for socket in np.argsort(bands.laxity_h, kind="stable"):
                 if surplus_kw <= 0:
                     break
                 extra_kw = min(wanted_kw[socket] - power_kw[socket], surplus_kw)
@@ -104,6 +123,23 @@ class RuleBasedController:
             available_kwh = max(state.bess_soc - bess.soc_min, 0.0) * bess.capacity_kwh * eta
             return -min(net_load_kw, bess.power_kw, available_kwh)
         return 0.0
+
+
+class PlanController:
+    """Plays a precomputed physical plan (BESS kW and socket kW per hour, e.g. an LP's) through the band mapping."""
+
+    def __init__(self, bess_kw: np.ndarray, socket_kw: np.ndarray, site_config: SiteConfig, name: str = "plan") -> None:
+        self.bess_kw = np.asarray(bess_kw, dtype=float)
+        self.socket_kw = np.asarray(socket_kw, dtype=float)
+        self.site_config = site_config
+        self.charger_kw, self.battery_kwh = socket_arrays(site_config)
+        self.name = name
+
+    def act(self, state: SiteState) -> np.ndarray:
+        t = state.time_step
+        bands = state_bands(state, self.charger_kw, self.battery_kwh)
+        bess = np.clip(self.bess_kw[t] / self.site_config.bess.power_kw, -1.0, 1.0)
+        return np.concatenate([[bess], power_to_action(self.socket_kw[t], bands)])
 
 
 class ReplayController:

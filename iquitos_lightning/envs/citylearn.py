@@ -7,9 +7,14 @@ straight from its building objects; calendar, forecasts and session facts (conne
 SOC, hours to departure) come from the site series, which are the data CityLearn was built from.
 Observations are normalised with constants fixed at construction.
 
-Action ``[BESS, socket_0 .. socket_{S-1}]`` in [-1, 1]: the BESS as a fraction of its power
-(+charge / -discharge, grid side), each socket as a fraction of its charger power (negative = 0,
-no V2G; an action on an empty socket does nothing). CityLearn's semantics, read from its source:
+Actions in [-1, 1] in one of two layouts (``action_layout``, :mod:`~iquitos_lightning.envs.actions`):
+``per_socket`` ``[BESS, socket_0 .. socket_{S-1}]`` or ``fleet`` ``[BESS, EV fleet]``. The BESS is a
+fraction of its power (+charge / -discharge, grid side); sockets map affinely onto their band of
+this hour, which with ``ev_guarantee`` (the default) starts at the least-laxity minimum that still
+serves the EV by its departure and ends at its remaining need. The env turns that into the fraction of
+charger power CityLearn takes. The reward is the ``objective``'s (:mod:`~iquitos_lightning.envs.objectives`);
+both objectives' returns are kept (:meth:`IquitosEnv.objective_returns`). CityLearn's semantics, read
+from its source:
 - an EV connects at the start of ``arrival_step`` with its arrival SOC (forced by CityLearn on a new
   session id) and leaves at the start of ``departure_step``; its SOC after the last hour is the
   departure SOC;
@@ -34,6 +39,17 @@ import pandas as pd
 from citylearn.citylearn import CityLearnEnv
 from citylearn.reward_function import RewardFunction
 
+from iquitos_lightning.envs.actions import PER_SOCKET, SocketBands, action_count, socket_bands, socket_power
+from iquitos_lightning.envs.objectives import (
+    TARIFF,
+    THESIS,
+    TariffWeights,
+    check_objective,
+    next_peak_to_date,
+    peak_window_steps,
+    tariff_amount,
+    tariff_scale,
+)
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
 from iquitos_lightning.envs.site_data import built_site
 from iquitos_lightning.envs.site_tables import build_site_tables, observation_vector
@@ -62,12 +78,27 @@ class IquitosEnv(gym.Env):
     metadata = {"render_modes": []}
     charger_efficiency = 1.0
 
-    def __init__(self, schema_path: Path, series: SiteSeries, reward_weights: RewardWeights | None = None) -> None:
+    def __init__(
+        self,
+        schema_path: Path,
+        series: SiteSeries,
+        reward_weights: RewardWeights | None = None,
+        *,
+        action_layout: str = PER_SOCKET,
+        ev_guarantee: bool = True,
+        objective: str = THESIS,
+        tariff_weights: TariffWeights | None = None,
+    ) -> None:
         self.schema_path = Path(schema_path)
         self.series = series
         self.site_config: SiteConfig = series.config
         self.reward_weights = reward_weights or RewardWeights()
         self.reward_scales = RewardScales.for_series(series)
+        self.action_layout = action_layout
+        self.ev_guarantee = ev_guarantee
+        self.objective = check_objective(objective)
+        self.tariff_weights = tariff_weights or TariffWeights()
+        self.tariff_scale = tariff_scale(self.reward_scales.max_import_kw, self.reward_scales.max_price)
         self.citylearn = CityLearnEnv(str(schema_path), central_agent=True, offline=True, reward_function=NullReward)
         self.building = self.citylearn.buildings[0]
         self.sockets = self.site_config.ev.socket_count
@@ -79,7 +110,7 @@ class IquitosEnv(gym.Env):
         self._transition = citylearn_transition(self.citylearn)
         skip_action_feedback(self.citylearn)
         self._precompute()
-        self.action_space = gym.spaces.Box(-1.0, 1.0, (1 + self.sockets,), np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (action_count(action_layout, self.sockets),), np.float32)
         size = len(self.observation_names)
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
         self.time_step = 0
@@ -89,8 +120,10 @@ class IquitosEnv(gym.Env):
     # ----- static tables -------------------------------------------------------------------
     def _precompute(self) -> None:
         """Per-step session facts [T, S] and the constant part of the observations (shared with the twin)."""
-        tables = build_site_tables(self.series, self.reward_scales)
+        tables = build_site_tables(self.series, self.reward_scales, self.objective)
         self.tables = tables
+        self.month_start = tables.month_start
+        self.in_peak_window = peak_window_steps(self.site_config, self.hours).astype(float)
         self.session_of = tables.session_of
         self.connected = tables.connected
         self.hours_to_departure = tables.hours_to_departure
@@ -115,6 +148,8 @@ class IquitosEnv(gym.Env):
         self._flows = np.zeros((self.hours, len(FLOW_COLUMNS)))
         self._departures = []
         self._socket_soc = np.zeros(self.sockets)
+        self._peak_to_date = 0.0
+        self._returns = {THESIS: 0.0, TARIFF: 0.0}
         self._read_socket_soc()
         return self._observation(), {}
 
@@ -123,7 +158,7 @@ class IquitosEnv(gym.Env):
         if t >= self.hours:
             raise RuntimeError("episode is over: call reset()")
         action = np.clip(np.asarray(action, dtype=np.float64).reshape(-1), -1.0, 1.0)
-        socket_action = np.where(self.connected[t], np.maximum(action[1:], 0.0), 0.0)
+        socket_action = socket_power(self.action_layout, action, self.socket_bands()) / self.charger_kw
         soc_before = self._socket_soc.copy()
         self._transition([[float(action[0]), *socket_action.tolist()]])
 
@@ -177,12 +212,29 @@ class IquitosEnv(gym.Env):
             carbon_intensity_kg_per_kwh=carbon,
         )
         terms = reward_terms(outcome, self.reward_scales)
-        reward = weighted_reward(terms, self.reward_weights)
+        thesis = weighted_reward(terms, self.reward_weights)
+        in_window = float(self.in_peak_window[t])
+        amount = tariff_amount(
+            grid_import,
+            price,
+            carbon,
+            self._peak_to_date,
+            in_window,
+            self.site_config.grid.demand_charge_per_kw_month,
+            self.tariff_weights,
+        )
+        tariff = -amount / self.tariff_scale
+        self._returns[THESIS] += thesis
+        self._returns[TARIFF] += tariff
+        reward = tariff if self.objective == TARIFF else thesis
+        self._peak_to_date = next_peak_to_date(grid_import, self._peak_to_date, in_window)
 
         self.time_step = t + 1
         terminated = self.time_step >= self.hours
         self._socket_soc = soc_after
         if not terminated:
+            if self.month_start[self.time_step]:
+                self._peak_to_date = 0.0
             self._read_socket_soc()
         return self._observation(), float(reward), terminated, False, {"reward_terms": terms}
 
@@ -202,7 +254,26 @@ class IquitosEnv(gym.Env):
             socket_soc=np.where(connected, self._socket_soc, 0.0),
             socket_required_soc=self.required_soc[t].copy(),
             socket_hours_to_departure=self.hours_to_departure[t].copy(),
+            peak_to_date_kw=float(self._peak_to_date),
         )
+
+    def socket_bands(self) -> SocketBands:
+        """The power band of every socket this hour (envs/actions.py): what the socket actions map onto."""
+        t = min(self.time_step, self.hours - 1)
+        return socket_bands(
+            self.connected[t],
+            self._socket_soc,
+            self.required_soc[t],
+            self.hours_to_departure[t],
+            self.battery_kwh,
+            self.charger_kw,
+            charger_efficiency=self.charger_efficiency,
+            guarantee=self.ev_guarantee,
+        )
+
+    def objective_returns(self) -> dict[str, float]:
+        """The episode's return so far under each objective (the reward is the ``objective``'s)."""
+        return dict(self._returns)
 
     def flows(self) -> pd.DataFrame:
         """Hourly energy flows (FLOW_COLUMNS) of the steps simulated so far."""
@@ -230,7 +301,7 @@ class IquitosEnv(gym.Env):
 
     def _observation(self) -> np.ndarray:
         t = min(self.time_step, self.hours - 1)
-        return observation_vector(self.tables, t, self._bess_soc(), self._socket_soc)
+        return observation_vector(self.tables, t, self._bess_soc(), self._socket_soc, self._peak_to_date)
 
 
 def make_iquitos_env(
@@ -238,7 +309,17 @@ def make_iquitos_env(
     *,
     reward_weights: RewardWeights | None = None,
     data_root: Path = Path("data"),
+    action_layout: str = PER_SOCKET,
+    ev_guarantee: bool = True,
+    objective: str = THESIS,
 ) -> IquitosEnv:
     """Build (or reuse) the site's dataset under ``data_root/<name>`` and wrap it as an :class:`IquitosEnv`."""
     build = built_site(site, data_root)
-    return IquitosEnv(build.schema_path, build.series, reward_weights)
+    return IquitosEnv(
+        build.schema_path,
+        build.series,
+        reward_weights,
+        action_layout=action_layout,
+        ev_guarantee=ev_guarantee,
+        objective=objective,
+    )

@@ -43,8 +43,10 @@ import numpy as np
 import torch
 from torchrl.envs import DoubleToFloat, EnvBase, GymWrapper, RewardSum, StepCounter, TransformedEnv
 
+from iquitos_lightning.envs.actions import LAYOUTS, action_count
 from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.envs.gym_env import FlatGymEnv, SpecsOnly, is_flat_box_env
+from iquitos_lightning.envs.objectives import OBJECTIVES
 from iquitos_lightning.envs.site_data import site_config_of
 from iquitos_lightning.envs.site_tables import observation_names
 from iquitos_lightning.errors import ConfigError
@@ -74,8 +76,16 @@ class EnvConfig:
     num_envs: int = 1  # parallel envs of the twin's batch (backend "twin" only)
     compile_twin: bool = False  # torch.compile the twin's step: ~1 min to compile, then 3-5x faster at small B
     num_workers: int = 1  # collection worker processes (agents/collection.py); frames_per_batch must divide by it
+    actions: str = "per_socket"  # Iquitos action layout: "per_socket" (1 + sockets) or "fleet" (BESS, EV fleet)
+    ev_guarantee: bool = True  # Iquitos: every EV gets at least the least-laxity minimum that serves it in time
+    objective: str = "thesis"  # Iquitos reward: "thesis" (the seed weights) or "tariff" (the bill, envs/objectives.py)
 
     def __post_init__(self) -> None:
+
+        if self.actions not in LAYOUTS:
+            raise ValueError(f"actions must be one of {LAYOUTS}, got {self.actions!r}")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.num_envs < 1:
@@ -114,7 +124,7 @@ def _make_gym_env(config: EnvConfig) -> gym.Env:
         # lazy: CityLearn (and pvlib behind the site builder) load in seconds; Gymnasium-only runs never need them
         from iquitos_lightning.envs.citylearn import make_iquitos_env
 
-        return make_iquitos_env(config.site, data_root=Path(config.data_root))
+        return make_iquitos_env(config.site, data_root=Path(config.data_root), **site_env_options(config))
     kwargs = {} if config.max_episode_steps is None else {"max_episode_steps": config.max_episode_steps}
     try:
         return gym.make(config.name, **kwargs)
@@ -137,7 +147,11 @@ def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
         from iquitos_lightning.envs.twin import make_torchrl_twin
 
         return make_torchrl_twin(
-            config.site, data_root=Path(config.data_root), num_envs=config.num_envs, compile_physics=config.compile_twin
+            config.site,
+            data_root=Path(config.data_root),
+            num_envs=config.num_envs,
+            compile_physics=config.compile_twin,
+            **site_env_options(config),
         )
     return _make_single_env(config, config.eval_seed if evaluation else config.seed)
 
@@ -152,9 +166,14 @@ def env_specs(config: EnvConfig) -> EnvBase:
     if config.name != IQUITOS:
         return make_env(config)
     sockets = site_config_of(config.site).ev.socket_count
-    observation = gym.spaces.Box(-np.inf, np.inf, (len(observation_names(sockets)),), np.float32)
-    action = gym.spaces.Box(-1.0, 1.0, (1 + sockets,), np.float32)
+    observation = gym.spaces.Box(-np.inf, np.inf, (len(observation_names(sockets, config.objective)),), np.float32)
+    action = gym.spaces.Box(-1.0, 1.0, (action_count(config.actions, sockets),), np.float32)
     return SpecsOnly(observation, action)
+
+
+def site_env_options(config: EnvConfig) -> dict[str, Any]:
+    """The control-problem options both Iquitos simulators take (action layout, EV guarantee, objective)."""
+    return {"action_layout": config.actions, "ev_guarantee": config.ev_guarantee, "objective": config.objective}
 
 
 def worker_env_makers(config: EnvConfig) -> list[Callable[[], EnvBase]]:

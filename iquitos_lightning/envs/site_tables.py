@@ -13,12 +13,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from iquitos_lightning.envs.objectives import TARIFF, THESIS, check_objective, month_start_steps
 from iquitos_lightning.envs.reward import RewardScales
 from iquitos_lightning.site.config import HOURS_PER_DAY
 from iquitos_lightning.site.series import SiteSeries
 
 FORECAST_STEPS = (1, 2, 3)
-FORECAST_SERIES = ("pv", "mall", "price")  # observed now and FORECAST_STEPS ahead, in this order
+# The ``tariff`` objective plans against a monthly peak and a day of prices: it also sees PV and mall
+# load up to a day ahead, how far the month has gone, and the month-to-date peak import (dynamic).
+DAY_AHEAD_STEPS = tuple(range(4, 25))
 CALENDAR_FEATURES = ("hour_sin", "hour_cos", "day_type_sin", "day_type_cos", "month_sin", "month_cos")
 SOCKET_FEATURES = ("connected", "soc", "required_soc", "hours_to_departure")
 
@@ -36,6 +39,9 @@ class SiteTables:
     hour_of_step: np.ndarray  # [T] hour of day
     observation_names: list[str]
     dwell_scale: float  # hours_to_departure is divided by this (the longest dwell)
+    objective: str = THESIS
+    peak_scale: float = 1.0  # the month-to-date peak (tariff only) is divided by this (the largest import)
+    month_start: np.ndarray | None = None  # [T] bool: steps that open a month (tariff only)
 
     @property
     def bess_soc_index(self) -> int:
@@ -43,24 +49,44 @@ class SiteTables:
         return self.exogenous.shape[1]
 
     @property
+    def peak_index(self) -> int | None:
+        """Position of the month-to-date peak import (``tariff`` only), right after the BESS SOC."""
+        return self.bess_soc_index + 1 if self.objective == TARIFF else None
+
+    @property
+    def socket_offset(self) -> int:
+        """Position of the first socket feature: after the BESS SOC (and the peak to date)."""
+        return self.bess_soc_index + (2 if self.objective == TARIFF else 1)
+
+    @property
     def socket_soc_indices(self) -> np.ndarray:
         """Positions of each socket's SOC in the observation vector."""
         sockets = self.connected.shape[1]
-        return self.bess_soc_index + 1 + len(SOCKET_FEATURES) * np.arange(sockets) + SOCKET_FEATURES.index("soc")
+        return self.socket_offset + len(SOCKET_FEATURES) * np.arange(sockets) + SOCKET_FEATURES.index("soc")
 
 
-def observation_names(sockets: int) -> list[str]:
-    """The observation layout of a site with ``sockets`` sockets: calendar, PV/mall/price now and forecast,
-    carbon intensity, BESS SOC, then per socket its features (a function of the socket count alone)."""
+def observation_names(sockets: int, objective: str = THESIS) -> list[str]:
+    """The observation layout of a site with ``sockets`` sockets under ``objective``: calendar, PV/mall/price now
+    and forecast, carbon intensity, (``tariff``: month progress and PV/mall a day ahead), BESS SOC, (``tariff``:
+    the month-to-date peak import), then per socket its features. A function of the socket count and the
+    objective alone, so a run is sized without building its site (envs.factory.env_specs)."""
+    check_objective(objective)
     names = list(CALENDAR_FEATURES)
-    for name in FORECAST_SERIES:
+    for name in ("pv", "mall", "price"):
         names += [name if ahead == 0 else f"{name}_forecast_{ahead}" for ahead in (0, *FORECAST_STEPS)]
-    names += ["carbon_intensity", "bess_soc"]
+    names.append("carbon_intensity")
+    if objective == TARIFF:
+        names.append("month_progress")
+        names += [f"{name}_forecast_{ahead}" for name in ("pv", "mall") for ahead in DAY_AHEAD_STEPS]
+    names.append("bess_soc")
+    if objective == TARIFF:
+        names.append("month_peak_import")
     return names + [f"{feature}_{socket}" for socket in range(sockets) for feature in SOCKET_FEATURES]
 
 
-def build_site_tables(series: SiteSeries, reward_scales: RewardScales) -> SiteTables:
+def build_site_tables(series: SiteSeries, reward_scales: RewardScales, objective: str = THESIS) -> SiteTables:
     """Session facts per step and the exogenous part of the observations, normalised by fixed site scales."""
+    check_objective(objective)
     hours, sockets = series.hours, series.config.ev.socket_count
     sessions = series.sessions
     session_of = np.full((hours, sockets), -1, dtype=np.int64)
@@ -98,6 +124,18 @@ def build_site_tables(series: SiteSeries, reward_scales: RewardScales) -> SiteTa
             shifted = np.concatenate([values[ahead:], np.repeat(values[-1:], ahead)])
             exogenous.append(shifted / scale)
     exogenous.append(series.carbon_intensity_kg_per_kwh / reward_scales.max_carbon)
+    month_start = month_start_steps(config, hours)
+    if objective == TARIFF:
+        opened = np.maximum.accumulate(np.where(month_start, np.arange(hours), 0))
+        month_hours = pd.Series(times.days_in_month.to_numpy() * HOURS_PER_DAY)
+        exogenous.append((np.arange(hours) - opened) / month_hours.to_numpy())
+        for values, scale in (
+            (series.pv_kw, config.pv.ac_limit_kw),
+            (series.mall_kw, max(float(series.mall_kw.max()), 1e-9)),
+        ):
+            for ahead in DAY_AHEAD_STEPS:
+                shifted = np.concatenate([values[ahead:], np.repeat(values[-1:], ahead)])
+                exogenous.append(shifted / scale)
     return SiteTables(
         session_of=session_of,
         connected=session_of >= 0,
@@ -106,13 +144,23 @@ def build_site_tables(series: SiteSeries, reward_scales: RewardScales) -> SiteTa
         departing=departing,
         exogenous=np.column_stack(exogenous).astype(np.float32),
         hour_of_step=hour,
-        observation_names=observation_names(sockets),
+        observation_names=observation_names(sockets, objective),
         dwell_scale=float(config.ev.dwell_max_h),
+        objective=objective,
+        peak_scale=max(reward_scales.max_import_kw, 1e-9),
+        month_start=month_start,
     )
 
 
-def observation_vector(tables: SiteTables, t: int | np.ndarray, bess_soc: object, socket_soc: np.ndarray) -> np.ndarray:
-    """The float32 observation at step(s) ``t``: exogenous, BESS SOC, then per socket its four features.
+def observation_vector(
+    tables: SiteTables,
+    t: int | np.ndarray,
+    bess_soc: object,
+    socket_soc: np.ndarray,
+    peak_to_date_kw: object = 0.0,
+) -> np.ndarray:
+    """The float32 observation at step(s) ``t``: exogenous, BESS SOC, (the month-to-date peak import, tariff
+    only), then per socket its four features.
 
     ``t`` is one step (``bess_soc`` a float, ``socket_soc`` [S]) or an array of steps ([N], [N], [N, S]).
     """
@@ -126,5 +174,8 @@ def observation_vector(tables: SiteTables, t: int | np.ndarray, bess_soc: object
         axis=-1,
     )
     sockets = sockets.reshape(*sockets.shape[:-2], -1)
-    bess = np.asarray(bess_soc, dtype=float)[..., None]
-    return np.concatenate([tables.exogenous[t], bess, sockets], axis=-1).astype(np.float32)
+    dynamic = [np.asarray(bess_soc, dtype=float)[..., None]]
+    if tables.objective == TARIFF:
+        peak = np.broadcast_to(np.asarray(peak_to_date_kw, dtype=float), dynamic[0].shape[:-1])
+        dynamic.append(peak[..., None] / tables.peak_scale)
+    return np.concatenate([tables.exogenous[t], *dynamic, sockets], axis=-1).astype(np.float32)

@@ -26,3 +26,4 @@ class SiteState:
     socket_soc: np.ndarray  # [S], 0 where nothing is connected
     socket_required_soc: np.ndarray  # [S], 0 where nothing is connected
     socket_hours_to_departure: np.ndarray  # [S] int, 0 where nothing is connected
+    peak_to_date_kw: float = 0.0  # largest import in the peak window so far this month (the demand charge's base)

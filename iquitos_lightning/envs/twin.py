@@ -12,8 +12,11 @@ What is the same as :class:`~iquitos_lightning.envs.citylearn.IquitosEnv`, by co
 - observation: :func:`~iquitos_lightning.envs.site_tables.observation_vector`'s layout, built from
   the same :class:`~iquitos_lightning.envs.site_tables.SiteTables` (one float32 table per step
   with the two dynamic parts, BESS SOC and socket SOC, written in each step);
-- action: ``[BESS, socket_0 .. socket_{S-1}]`` in [-1, 1] (negative socket actions are 0);
-- reward: the functions of :mod:`~iquitos_lightning.envs.reward`, applied to tensors;
+- action: either layout of :mod:`~iquitos_lightning.envs.actions` (``per_socket`` or ``fleet``), mapped
+  onto the sockets' bands (EV guarantee) by the same functions, applied to tensors;
+- reward: the objective's functions (:mod:`~iquitos_lightning.envs.reward`,
+  :mod:`~iquitos_lightning.envs.objectives`), applied to tensors, with the month-to-date peak import
+  kept per env for ``tariff``;
 - KPI flows: the same FLOW_COLUMNS/DEPARTURE_COLUMNS tables when ``record=True``.
 
 CityLearn's odd bits it keeps (besides those of the battery model, see ``twin_physics``):
@@ -42,6 +45,17 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Bounded, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase, RewardSum, StepCounter, TransformedEnv
 
+from iquitos_lightning.envs.actions import PER_SOCKET, action_count, socket_bands, socket_power
+from iquitos_lightning.envs.objectives import (
+    TARIFF,
+    THESIS,
+    TariffWeights,
+    check_objective,
+    next_peak_to_date,
+    peak_window_steps,
+    tariff_amount,
+    tariff_scale,
+)
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
 from iquitos_lightning.envs.site_data import built_site
 from iquitos_lightning.envs.site_tables import SOCKET_FEATURES, build_site_tables, observation_vector
@@ -67,9 +81,11 @@ class IquitosTwin(EnvBase):
         compile_physics: ``torch.compile`` the step's physics (:meth:`_simulate`) into fused kernels. It
             takes about a minute on first use (per batch size) and then runs 3-5x faster at small
             B; measured bit-equal to the eager step on the tiny site.
+        action_layout, ev_guarantee, objective, tariff_weights: as the CityLearn env's.
     """
 
     batch_locked = True
+    charger_efficiency = 1.0  # the guarantee's grid-to-battery factor, as the CityLearn env's
 
     def __init__(
         self,
@@ -81,19 +97,29 @@ class IquitosTwin(EnvBase):
         device: str | torch.device = "cpu",
         record: bool = False,
         compile_physics: bool = False,
+        action_layout: str = PER_SOCKET,
+        ev_guarantee: bool = True,
+        objective: str = THESIS,
+        tariff_weights: TariffWeights | None = None,
     ) -> None:
         super().__init__(device=device, batch_size=torch.Size([num_envs]))
         self.series = series
         self.site_config: SiteConfig = series.config
         self.reward_weights = reward_weights or RewardWeights()
         self.reward_scales = RewardScales.for_series(series)
+        self.action_layout = action_layout
+        self.action_size = action_count(action_layout, series.config.ev.socket_count)
+        self.ev_guarantee = ev_guarantee
+        self.objective = check_objective(objective)
+        self.tariff_weights = tariff_weights or TariffWeights()
+        self.tariff_scale = tariff_scale(self.reward_scales.max_import_kw, self.reward_scales.max_price)
         self.num_envs = num_envs
         self.sockets = self.site_config.ev.socket_count
         self.hours = series.hours
         self.record = record
         self.resets_done = 0  # episode counter, read by the agents' checkpoints like EpisodeSeeding's
         self.models = SiteModels.from_schema(schema_path, self.sockets, self.device)
-        self.tables = build_site_tables(series, self.reward_scales)
+        self.tables = build_site_tables(series, self.reward_scales, self.objective)
         self._load_tables()
         self._make_specs()
         self._allocate_state()
@@ -115,8 +141,14 @@ class IquitosTwin(EnvBase):
             observation_vector(tables, np.arange(hours), zeros[:, 0], zeros), torch.float32
         )
         self._bess_index = tables.bess_soc_index
+        self._peak_index = tables.peak_index
+        self._socket_offset = tables.socket_offset
         self._connected = tensor(tables.connected, torch.bool)
         self._required_soc = tensor(tables.required_soc)
+        self._hours_left = tensor(tables.hours_to_departure)
+        self._charger_kw = tensor(series.socket_charger_kw)
+        self._in_peak_window = tensor(peak_window_steps(self.site_config, hours).astype(float))
+        self._month_start = tensor(tables.month_start, torch.bool)
         # Sessions leaving at the start of t + 1 are those plugged at t with one hour to go.
         self._departing = self._connected & tensor(tables.hours_to_departure == 1, torch.bool)
         sessions = series.sessions
@@ -147,7 +179,7 @@ class IquitosTwin(EnvBase):
         self.observation_spec = Composite(
             observation=Unbounded(shape=(*batch, size), dtype=torch.float32, device=self.device), shape=batch
         )
-        self.action_spec = Bounded(-1.0, 1.0, shape=(*batch, 1 + self.sockets), dtype=torch.float32, device=self.device)
+        self.action_spec = Bounded(-1.0, 1.0, shape=(*batch, self.action_size), dtype=torch.float32, device=self.device)
         self.reward_spec = Unbounded(shape=(*batch, 1), dtype=torch.float32, device=self.device)
         flag = Categorical(2, shape=(*batch, 1), dtype=torch.bool, device=self.device)
         self.full_done_spec = Composite(done=flag.clone(), terminated=flag.clone(), truncated=flag.clone(), shape=batch)
@@ -161,6 +193,7 @@ class IquitosTwin(EnvBase):
         # Float32 SOC of the BESS (column 0) and the socket EVs at the start of the step (0 if unplugged).
         state.soc = torch.zeros(envs, 1 + self.sockets, dtype=torch.float32, device=device)
         state.capacity = batteries.capacity.expand(envs, -1).clone() if batteries.has_fade else None
+        state.peak = torch.zeros(envs, dtype=F64, device=device)  # month-to-date peak import in the peak window
         state.observation = torch.zeros(envs, self._observation_table.shape[1], dtype=torch.float32, device=device)
         if self.record:
             state.flows = torch.zeros(envs, self.hours, len(FLOW_COLUMNS), dtype=F64, device=device)
@@ -180,7 +213,8 @@ class IquitosTwin(EnvBase):
         state.soc = torch.where(reset, start, state.soc)
         if state.capacity is not None:
             state.capacity = torch.where(reset, batteries.capacity, state.capacity)
-        fresh = self._observe(torch.zeros_like(state.t), start[:, 0], start[:, 1:])
+        state.peak = torch.where(reset[:, 0], 0.0, state.peak)
+        fresh = self._observe(torch.zeros_like(state.t), start[:, 0], start[:, 1:], torch.zeros_like(state.peak))
         state.observation = torch.where(reset, fresh, state.observation)
         if self.record:
             state.flows[reset[:, 0]] = 0.0
@@ -203,8 +237,10 @@ class IquitosTwin(EnvBase):
         state = self._state
         if bool((state.t >= self.hours).any()):
             raise RuntimeError("an episode is over: reset it first")
-        result = self._simulate(state.t, state.soc, state.capacity, tensordict.get("action"))
-        state.t, state.soc, state.capacity, state.observation, reward, terminated, flows, departing_soc = result
+        result = self._simulate(state.t, state.soc, state.capacity, state.peak, tensordict.get("action"))
+        state.t, state.soc, state.capacity, state.peak, state.observation, reward, terminated, flows, departing_soc = (
+            result
+        )
         if self.record:
             rows = torch.arange(self.num_envs, device=self.device)
             state.flows[rows, state.t - 1] = flows
@@ -222,19 +258,40 @@ class IquitosTwin(EnvBase):
         )
 
     def _simulate(
-        self, t: torch.Tensor, soc: torch.Tensor, capacity: torch.Tensor | None, action: torch.Tensor
+        self,
+        t: torch.Tensor,
+        soc: torch.Tensor,
+        capacity: torch.Tensor | None,
+        peak: torch.Tensor,
+        action: torch.Tensor,
     ) -> tuple[Any, ...]:
         """One hour of every env, a pure function of the state (so ``compile_physics`` can fuse it).
 
-        Returns the next clocks, SOCs, capacities and observations, the float32 reward [B, 1],
-        ``terminated`` [B, 1] and, with ``record``, this hour's FLOW_COLUMNS rows and departing SOCs.
+        Returns the next clocks, SOCs, capacities, month-to-date peaks and observations, the float32
+        reward [B, 1], ``terminated`` [B, 1] and, with ``record``, this hour's FLOW_COLUMNS rows and
+        departing SOCs.
         """
         models = self.models
         action = action.to(F64).clamp(-1.0, 1.0)
         connected = self._connected[t]
+        required = self._required_soc[t]
+
+        # The env's action -> each socket's kW inside its band -> the fraction of charger power CityLearn takes.
+        bands = socket_bands(
+            connected,
+            soc[:, 1:],
+            required,
+            self._hours_left[t],
+            self._battery_kwh,
+            self._charger_kw,
+            charger_efficiency=self.charger_efficiency,
+            guarantee=self.ev_guarantee,
+        )
+        socket_fraction = socket_power(self.action_layout, action, bands) / self._charger_kw
+        physical = torch.cat([action[:, :1], socket_fraction], -1)
 
         # Every battery at once: BESS (column 0) and the EV of each socket (columns 1..S).
-        soc_end, balance, capacity = models.batteries.charge(soc, models.battery_energy(action, connected), capacity)
+        soc_end, balance, capacity = models.batteries.charge(soc, models.battery_energy(physical, connected), capacity)
         bess_kw = balance[:, 0]
         socket_kw = torch.where(connected, models.charger_consumption(balance[:, 1:]), 0.0)
         soc_before = soc[:, 1:]
@@ -246,7 +303,6 @@ class IquitosTwin(EnvBase):
         net = (((hourly_f32[:, 0] + bess_kw) + hourly_f32[:, 1]) + ev_total_f32).to(F64)
         grid_import = net.clamp_min(0.0)
 
-        required = self._required_soc[t]
         useful_kwh = torch.minimum(socket_kw, (required - soc_before).clamp_min(0.0) * self._battery_kwh).sum(-1)
         departing = self._departing[t]
         gap_kwh = (required - soc_after).clamp_min(0.0) * self._battery_kwh
@@ -262,7 +318,21 @@ class IquitosTwin(EnvBase):
             price_per_kwh=hourly[:, 2],
             carbon_intensity_kg_per_kwh=hourly[:, 3],
         )
-        reward = weighted_reward(reward_terms(outcome, self.reward_scales), self.reward_weights)
+        in_window = self._in_peak_window[t]
+        if self.objective == TARIFF:
+            amount = tariff_amount(
+                grid_import,
+                hourly[:, 2],
+                hourly[:, 3],
+                peak,
+                in_window,
+                self.site_config.grid.demand_charge_per_kw_month,
+                self.tariff_weights,
+            )
+            reward = -amount / self.tariff_scale
+        else:
+            reward = weighted_reward(reward_terms(outcome, self.reward_scales), self.reward_weights)
+        peak = next_peak_to_date(grid_import, peak, in_window)
         flows = departing_soc = None
         if self.record:  # the Gymnasium env's bookkeeping (FLOW_COLUMNS order)
             flow = (hourly[:, 0], hourly[:, 1], socket_kw.sum(-1, dtype=F64), bess_charge, (-bess_kw).clamp_min(0.0))
@@ -277,9 +347,10 @@ class IquitosTwin(EnvBase):
         soc_next = models.batteries.standby(soc_end)
         starting = torch.where(self._arriving[step], self._arrival_soc[step], soc_next[:, 1:])
         soc_next[:, 1:] = torch.where(self._connected[step], starting, 0.0)
-        observation = self._observe(step, soc_end[:, 0], torch.where(terminated, soc_after, soc_next[:, 1:]))
+        peak = torch.where(self._month_start[step] & ~terminated[:, 0], 0.0, peak)
+        observation = self._observe(step, soc_end[:, 0], torch.where(terminated, soc_after, soc_next[:, 1:]), peak)
         reward = reward.to(torch.float32)[:, None]
-        return t_next, soc_next, capacity, observation, reward, terminated, flows, departing_soc
+        return t_next, soc_next, capacity, peak, observation, reward, terminated, flows, departing_soc
 
     def _set_seed(self, seed: int | None) -> None:
         """Nothing to seed: the twin is deterministic (as the CityLearn env's observations and rewards are)."""
@@ -313,11 +384,15 @@ class IquitosTwin(EnvBase):
         return table.astype({"socket": int, "departure_step": int})
 
     # ----- internals -----------------------------------------------------------------------------
-    def _observe(self, step: torch.Tensor, bess_soc: torch.Tensor, socket_soc: torch.Tensor) -> torch.Tensor:
-        """The float32 observations: the step's table row with the BESS and socket SOCs written in."""
+    def _observe(
+        self, step: torch.Tensor, bess_soc: torch.Tensor, socket_soc: torch.Tensor, peak: torch.Tensor
+    ) -> torch.Tensor:
+        """The float32 observations: the step's table row with the BESS and socket SOCs (and the peak) written in."""
         observation = self._observation_table[step]
         observation[:, self._bess_index] = bess_soc
-        sockets = observation[:, self._bess_index + 1 :].view(self.num_envs, self.sockets, len(SOCKET_FEATURES))
+        if self._peak_index is not None:
+            observation[:, self._peak_index] = (peak / self.tables.peak_scale).to(torch.float32)
+        sockets = observation[:, self._socket_offset :].view(self.num_envs, self.sockets, len(SOCKET_FEATURES))
         sockets[:, :, SOCKET_FEATURES.index("soc")] = socket_soc
         return observation
 
@@ -332,6 +407,7 @@ class _TwinState:
     t: torch.Tensor
     soc: torch.Tensor
     capacity: torch.Tensor | None
+    peak: torch.Tensor
     observation: torch.Tensor
     flows: torch.Tensor
     departure_soc: torch.Tensor
@@ -346,6 +422,9 @@ def make_twin(
     device: str = "cpu",
     record: bool = False,
     compile_physics: bool = False,
+    action_layout: str = PER_SOCKET,
+    ev_guarantee: bool = True,
+    objective: str = THESIS,
 ) -> IquitosTwin:
     """Build (or reuse) the site's dataset under ``data_root/<name>`` and simulate it as an :class:`IquitosTwin`."""
     build = built_site(site, data_root)
@@ -357,6 +436,9 @@ def make_twin(
         device=device,
         record=record,
         compile_physics=compile_physics,
+        action_layout=action_layout,
+        ev_guarantee=ev_guarantee,
+        objective=objective,
     )
 
 
@@ -368,6 +450,9 @@ def make_torchrl_twin(
     num_envs: int = 1,
     device: str = "cpu",
     compile_physics: bool = False,
+    action_layout: str = PER_SOCKET,
+    ev_guarantee: bool = True,
+    objective: str = THESIS,
 ) -> TransformedEnv:
     """The twin as agents see it: ``StepCounter`` + ``RewardSum`` (as ``make_env`` gives the CityLearn env)."""
     twin = make_twin(
@@ -377,6 +462,9 @@ def make_torchrl_twin(
         num_envs=num_envs,
         device=device,
         compile_physics=compile_physics,
+        action_layout=action_layout,
+        ev_guarantee=ev_guarantee,
+        objective=objective,
     )
     env = TransformedEnv(twin, StepCounter())
     env.append_transform(RewardSum())

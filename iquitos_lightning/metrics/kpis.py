@@ -32,7 +32,6 @@ import pandas as pd
 
 from iquitos_lightning.metrics.flows import DEPARTURE_COLUMNS, FLOW_COLUMNS
 from iquitos_lightning.site.config import SiteConfig
-from iquitos_lightning.site.series import SiteSeries
 
 # A departure counts as "below required" only if it misses by more than this SOC fraction.
 DEPARTURE_SOC_TOLERANCE = 1e-3
@@ -104,20 +103,6 @@ def compute_kpis(flows: pd.DataFrame, departures: pd.DataFrame, site_config: Sit
         "avoided_tailpipe_co2_kg": float((delivered * tailpipe_factor[fleet_of_departure]).sum()),
         "energy_balance_max_error_kw": float(np.abs(residual).max(initial=0.0)),
     }
-
-
-def unavoidable_unmet_kwh(series: SiteSeries) -> float:
-    """EV energy no controller can deliver: each session's need beyond its charger power x dwell hours.
-
-    The unmet energy of any controller is at least this; "EVs fully served" means unmet equals it.
-    """
-    sessions = series.sessions
-    if sessions.empty:
-        return 0.0
-    charger_kw = series.socket_charger_kw[sessions["socket"].to_numpy(dtype=int)]
-    dwell_h = (sessions["departure_step"] - sessions["arrival_step"]).clip(lower=0).to_numpy(dtype=float)
-    # The LP and CityLearn use the battery-side need at charger efficiency 1 (the builder's setting).
-    return float(np.clip(series.session_energy_needed_kwh() - charger_kw * dwell_h, 0.0, None).sum())
 
 
 def _require_columns(table: pd.DataFrame, columns: tuple[str, ...], name: str) -> None:

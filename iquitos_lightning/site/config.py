@@ -388,6 +388,10 @@ class GridConfig:
     peak_start_hour: int = 18
     peak_end_hour: int = 23
     currency: str = "PEN"
+    # Demand charge of the ``tariff`` objective, currency per kW-month, on the month's largest hourly import
+    # inside the peak window. Default: an Osinergmin MT3 schedule (2E1P), users "presentes en punta":
+    # generation 56.09 + distribution network 16.40 S//kW-month (docs/tariff.md says where it comes from).
+    demand_charge_per_kw_month: float = 72.49
 
     def __post_init__(self) -> None:
         _require_non_negative(self.carbon_intensity_kg_per_kwh, "grid.carbon_intensity_kg_per_kwh")
@@ -398,6 +402,7 @@ class GridConfig:
         )
         _require_non_negative(self.peak_price_per_kwh, "grid.peak_price_per_kwh")
         _require_non_negative(self.offpeak_price_per_kwh, "grid.offpeak_price_per_kwh")
+        _require_non_negative(self.demand_charge_per_kw_month, "grid.demand_charge_per_kw_month")
         _require_hour(self.peak_start_hour, "grid.peak_start_hour")
         _require_hour(self.peak_end_hour, "grid.peak_end_hour", allow_24=True)
         _require(self.peak_start_hour < self.peak_end_hour, "grid.peak_start_hour", "must be before grid.peak_end_hour")

@@ -19,7 +19,8 @@ def test_baselines_write_table_summary_and_plots(tmp_path: Path, monkeypatch: py
     output = io.StringIO()
     table = run_baselines(TINY_SITE, tmp_path / "results", console=Console(file=output, width=140))
 
-    assert list(table.index) == ["uncontrolled", "rule_based", "optimum", "optimum_lp"]
+    assert list(table.index)[:4] == ["uncontrolled", "rule_based", "tariff_rule", "optimum"]
+    assert list(table.index)[-1] == "optimum_lp" and "mpc_forecast_tariff" in table.index
     out_dir = tmp_path / "results" / "tiny"
     for name in ("baselines.md", "baselines.csv", "baselines.json", "dispatch_week.png", "monthly_energy.png"):
         assert (out_dir / name).stat().st_size > 0, name

@@ -6,8 +6,9 @@ import pandas as pd
 import pytest
 from control_testkit import hand_series, hand_site_config
 
+from iquitos_lightning.envs.actions import unavoidable_unmet_kwh
 from iquitos_lightning.metrics.flows import DEPARTURE_COLUMNS, FLOW_COLUMNS
-from iquitos_lightning.metrics.kpis import KPI_UNITS, compute_kpis, energy_balance_residual_kw, unavoidable_unmet_kwh
+from iquitos_lightning.metrics.kpis import KPI_UNITS, compute_kpis, energy_balance_residual_kw
 from iquitos_lightning.site.config import EVConfig, EVFleetConfig
 
 

@@ -58,10 +58,12 @@ def test_rule_based_charges_ev_just_in_time_without_pv() -> None:
         required=[0.8, 0.6, 0.5],
         hours_left=[2, 1, 3],
     )
-    actions = RuleBasedController(_config()).act(state)
-    # Socket 0: 2.4 kWh, 2 h -> 0.4 kW now (0.2 of 2 kW). Socket 1: 0.4 kWh, last hour -> 0.4 kW.
+    controller = RuleBasedController(_config())
+    # Socket 0: 2.4 kWh, 2 h -> 0.4 kW now. Socket 1: 0.4 kWh, last hour -> 0.4 kW.
     # Socket 2: 1.2 kWh with 3 h -> nothing yet. Off-peak, no surplus: the BESS idles.
-    np.testing.assert_allclose(actions, [0.0, 0.2, 0.2, 0.0], atol=1e-5)
+    np.testing.assert_allclose(controller.ev_power_kw(state), [0.4, 0.4, 0.0], atol=1e-5)
+    # Each is the EV guarantee's minimum: the bottom of its band, action -1.
+    np.testing.assert_allclose(controller.act(state), [0.0, -1.0, -1.0, -1.0], atol=1e-5)
 
 
 def test_rule_based_spends_pv_surplus_on_evs_first_then_the_bess() -> None:
@@ -76,9 +78,10 @@ def test_rule_based_spends_pv_surplus_on_evs_first_then_the_bess() -> None:
         required=[0.8, 0.8, 0.0],
         hours_left=[3, 4, 0],
     )
-    actions = RuleBasedController(_config()).act(state)
-    # EV 0 takes a full 2 kW, EV 1 its 0.4 kWh gap; 2.6 kW remain for the BESS (10 kW rating).
-    np.testing.assert_allclose(actions, [0.26, 1.0, 0.2, 0.0], atol=1e-5)
+    controller = RuleBasedController(_config())
+    # EV 0 takes a full 2 kW, EV 1 its 0.4 kWh gap (the top of both bands); 2.6 kW remain for the BESS.
+    np.testing.assert_allclose(controller.ev_power_kw(state), [2.0, 0.4, 0.0], atol=1e-5)
+    np.testing.assert_allclose(controller.act(state), [0.26, 1.0, 1.0, -1.0], atol=1e-5)
 
 
 def test_rule_based_bess_stops_at_its_soc_window() -> None:

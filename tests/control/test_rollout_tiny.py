@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from iquitos_lightning.control.optimum import OptimumPlan, solve_optimum
-from iquitos_lightning.control.references import ReplayController, RuleBasedController, UncontrolledController
+from iquitos_lightning.control.references import PlanController, RuleBasedController, UncontrolledController
 from iquitos_lightning.control.rollout import RolloutResult, run_controller
-from iquitos_lightning.metrics.kpis import compute_kpis, energy_balance_residual_kw, unavoidable_unmet_kwh
+from iquitos_lightning.envs.actions import unavoidable_unmet_kwh
+from iquitos_lightning.metrics.kpis import compute_kpis, energy_balance_residual_kw
 
 TINY_SITE = Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml"
 
@@ -24,7 +25,7 @@ def tiny_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Optimum
     controllers = [
         UncontrolledController(env.site_config),
         RuleBasedController(env.site_config, charger_efficiency=env.charger_efficiency),
-        ReplayController(plan.actions(env.series), name="optimum"),
+        PlanController(plan.bess_charge_kw - plan.bess_discharge_kw, plan.socket_kw, env.site_config, name="optimum"),
     ]
     return env, plan, {controller.name: run_controller(env, controller) for controller in controllers}
 

@@ -80,7 +80,11 @@ def test_bess_round_trip_is_the_configured_efficiency(env: IquitosEnv) -> None:
     assert stored_per_kwh_in / taken_per_kwh_out == pytest.approx(env.site_config.bess.round_trip_efficiency, abs=1e-3)
 
 
-def test_ev_charged_at_full_power_reaches_the_expected_soc(env: IquitosEnv) -> None:
+@pytest.mark.parametrize("ev_guarantee", [False, True])
+def test_ev_charged_at_full_power_reaches_the_expected_soc(data_root: Path, ev_guarantee: bool) -> None:
+    # Without the guarantee +1 is the charger's full power up to SOC 1 (CityLearn's physics); with it, +1 is the
+    # top of the band, the EV's remaining need: full power stops at the required SOC.
+    env = make_iquitos_env(TINY, data_root=data_root, ev_guarantee=ev_guarantee)
     env.reset()
     sessions = env.series.sessions
     first = sessions.iloc[0]
@@ -95,6 +99,8 @@ def test_ev_charged_at_full_power_reaches_the_expected_soc(env: IquitosEnv) -> N
         env.step(action)
     dwell = int(first["departure_step"] - first["arrival_step"])
     expected = min(1.0, first["arrival_soc"] + charger_kw * dwell / battery_kwh)
+    if ev_guarantee:
+        expected = min(expected, max(first["required_soc"], first["arrival_soc"]))
     departures = env.departures()
     mine = departures[(departures["socket"] == socket) & (departures["departure_step"] == first["departure_step"])]
     assert len(mine) == 1

@@ -81,6 +81,33 @@ def test_twin_replays_random_uncontrolled_and_rule_based_years_as_citylearn(city
     assert references["random"].kpis["bess_equivalent_full_cycles"] > 0
 
 
+@pytest.mark.parametrize(("layout", "objective"), [("fleet", "thesis"), ("per_socket", "tariff"), ("fleet", "tariff")])
+def test_twin_equals_citylearn_for_both_layouts_and_both_objectives(
+    data_root: Path, layout: str, objective: str
+) -> None:
+    """The ``per_socket``/``thesis`` pair is the test above; here the other three of layouts x objectives."""
+    env = make_iquitos_env(TINY, data_root=data_root, action_layout=layout, objective=objective)
+    sources = {"random": random_source(3), "random_extremes": lambda o, s: np.sign(random_source(4)(o, s))}
+    references = {}
+    for name, source in sources.items():
+        references[name] = citylearn_trajectory(
+            env, lambda o, s, source=source: source(o, s)[: env.action_space.shape[0]]
+        )
+    twin = IquitosTwin(env.schema_path, env.series, num_envs=2, record=True, action_layout=layout, objective=objective)
+    replays = twin_trajectories(twin, np.stack([run.actions for run in references.values()]))
+    for (name, reference), replay in zip(references.items(), replays, strict=True):
+        assert_equivalent(compare(reference, replay), f"{layout}/{objective}/{name}")
+        np.testing.assert_array_equal(reference.observations, replay.observations)
+    if objective == "tariff":  # the reward is the bill: its return times -scale is energy + demand + CO2
+        from iquitos_lightning.envs.objectives import tariff_bill
+
+        reference = references["random"]
+        bill = tariff_bill(reference.flows, env.site_config)["tariff_cost"]
+        assert float(reference.rewards.sum()) * -env.tariff_scale == pytest.approx(bill, rel=1e-9)
+        peak_index = env.tables.peak_index
+        assert reference.observations[:, peak_index].max() > 0  # the month-to-date peak is observed
+
+
 def test_twin_matches_citylearn_with_efficiency_and_power_curves_standby_loss_and_fade(
     citylearn: IquitosEnv, tmp_path: Path
 ) -> None:

@@ -1,0 +1,203 @@
+"""What an action means physically: the action layouts, the EV-service guarantee and the inverse map.
+
+Why one module: the CityLearn env, the batched twin, the reference controllers and the KPIs'
+feasibility check must agree to the bit on how an action in [-1, 1] becomes kW, or the twin drifts
+from CityLearn and the references measure a different control problem. Every function here is
+array-generic (numpy for the CityLearn env and the controllers, torch for the twin, [..., S] with
+any leading batch shape) and uses only elementwise IEEE operations, a stable sort and a cumulative
+sum, so numpy and torch give the same bits.
+
+The band of a socket (grid-side kW for this hour), with the guarantee on (``ev_guarantee``):
+- ``low``: the least-laxity minimum, the least power that still lets full power in the hours
+  left after this one reach the required SOC by departure (plus :data:`GUARANTEE_MARGIN_KWH`,
+  so float rounding never leaves an EV a hair short); an EV whose need exceeds charger power x
+  hours left gets full power from its first hour (the unavoidable shortfall stays unavoidable);
+- ``high``: ``min(charger power, remaining need)``: nothing beyond what the EV needs;
+- an empty socket has the band [0, 0].
+With the guarantee off the band is [0, charger power] while an EV is plugged (the seeds' physics,
+CityLearn charges up to SOC 1).
+
+Layouts (``env.actions``):
+- ``per_socket`` (1 + S actions, the seeds' layout): ``[BESS, socket_0 .. socket_{S-1}]``, each
+  socket affinely over its band, ``low + (a + 1) / 2 x (high - low)``: -1 is the minimum, +1 the
+  maximum, 0 half way; no dead zone;
+- ``fleet`` (2 actions): ``[BESS, fleet]``; the fleet action takes the same affine fraction of the
+  fleet's flexible power ``sum(high - low)``, shared out above each socket's minimum least-laxity
+  first (the EV that has the fewest spare hours is topped up first).
+The BESS action is a fraction of its nominal power (+1 full charge, -1 full discharge, grid side)
+in both layouts; CityLearn clips it at the SOC limits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from iquitos_lightning.site.series import SiteSeries
+
+PER_SOCKET = "per_socket"
+FLEET = "fleet"
+LAYOUTS = (PER_SOCKET, FLEET)
+
+# Energy (kWh) added to the least-laxity minimum so float32 SOC rounding cannot leave an EV a hair short.
+GUARANTEE_MARGIN_KWH = 1e-6
+
+# A numpy array or a torch tensor ([..., S]).
+Array = Any
+
+
+def _is_torch(value: Array) -> bool:
+    return hasattr(value, "clamp")
+
+
+def _where(condition: Array, a: Array, b: Array) -> Array:
+    if _is_torch(condition):
+        import torch  # lazy: numpy callers (CityLearn env, controllers) never load torch here
+
+        return torch.where(condition, a, b)
+    return np.where(condition, a, b)
+
+
+def _minimum(a: Array, b: Array) -> Array:
+    if _is_torch(a):
+        import torch  # lazy: numpy callers (CityLearn env, controllers) never load torch here
+
+        return torch.minimum(a, b if _is_torch(b) else torch.as_tensor(b, dtype=a.dtype, device=a.device))
+    return np.minimum(a, b)
+
+
+def _clip_low(value: Array, low: float) -> Array:
+    return value.clamp_min(low) if _is_torch(value) else np.maximum(value, low)
+
+
+def action_count(layout: str, sockets: int) -> int:
+    """How many actions a layout has: 1 + S (``per_socket``) or 2 (``fleet``)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"env.actions must be one of {LAYOUTS}, got {layout!r}")
+    return 1 + sockets if layout == PER_SOCKET else 2
+
+
+@dataclass
+class SocketBands:
+    """The power band of every socket for one hour (grid-side kW, [..., S]) and its least-laxity order key."""
+
+    low: Array
+    high: Array
+    laxity_h: Array  # spare hours: hours left - need / charger power (smaller = more urgent)
+
+
+def socket_bands(
+    connected: Array,
+    soc: Array,
+    required_soc: Array,
+    hours_left: Array,
+    battery_kwh: Array,
+    charger_kw: Array,
+    *,
+    charger_efficiency: float | Array = 1.0,
+    guarantee: bool = True,
+) -> SocketBands:
+    """The band [low, high] of each socket this hour (module docstring), from the state at the start of the hour.
+
+    ``soc`` is each plugged EV's SOC now (float32 values are used as they are), ``required_soc`` its
+    target, ``hours_left`` the whole hours until it leaves (1 on its last hour); all [..., S].
+    """
+    if _is_torch(soc):
+        soc = soc.to(required_soc.dtype)
+        hours_left = hours_left.to(required_soc.dtype)
+    need_kwh = _clip_low(required_soc - soc, 0.0) * battery_kwh / charger_efficiency
+    need_kwh = _where(connected, need_kwh, 0.0 * need_kwh)
+    full_kw = _where(connected, charger_kw + 0.0 * need_kwh, 0.0 * need_kwh)
+    laxity_h = hours_left - need_kwh / charger_kw
+    if not guarantee:
+        return SocketBands(low=0.0 * need_kwh, high=full_kw, laxity_h=laxity_h)
+    high = _minimum(need_kwh, full_kw)
+    later_kwh = _clip_low(hours_left - 1.0, 0.0) * charger_kw
+    low = _minimum(_clip_low(need_kwh - later_kwh + GUARANTEE_MARGIN_KWH, 0.0), high)
+    low = _where(need_kwh > 0, low, 0.0 * need_kwh)
+    return SocketBands(low=low, high=high, laxity_h=laxity_h)
+
+
+def action_fraction(action: Array) -> Array:
+    """[-1, 1] -> [0, 1], affinely: (a + 1) / 2."""
+    return (action + 1.0) * 0.5
+
+
+def per_socket_power(socket_actions: Array, bands: SocketBands) -> Array:
+    """Each socket's kW from its own action [..., S]: ``low + (a + 1) / 2 x (high - low)``."""
+    return bands.low + action_fraction(socket_actions) * (bands.high - bands.low)
+
+
+def fleet_power(fleet_action: Array, bands: SocketBands) -> Array:
+    """Each socket's kW from one fleet action [...]: the fraction of the flexible power, least laxity first."""
+    headroom = bands.high - bands.low
+    if _is_torch(headroom):
+        import torch  # lazy: numpy callers (CityLearn env, controllers) never load torch here
+
+        order = torch.argsort(bands.laxity_h, dim=-1, stable=True)
+        sorted_room = torch.gather(headroom, -1, order)
+        filled = torch.cumsum(sorted_room, dim=-1)
+        extra = action_fraction(fleet_action)[..., None] * filled[..., -1:]
+        sorted_extra = torch.minimum((extra - (filled - sorted_room)).clamp_min(0.0), sorted_room)
+        return bands.low + torch.empty_like(sorted_extra).scatter_(-1, order, sorted_extra)
+    order = np.argsort(bands.laxity_h, axis=-1, kind="stable")
+    sorted_room = np.take_along_axis(headroom, order, -1)
+    filled = np.cumsum(sorted_room, axis=-1)
+    extra = action_fraction(np.asarray(fleet_action))[..., None] * filled[..., -1:]
+    sorted_extra = np.minimum(np.maximum(extra - (filled - sorted_room), 0.0), sorted_room)
+    allocated = np.empty_like(sorted_extra)
+    np.put_along_axis(allocated, order, sorted_extra, -1)
+    return bands.low + allocated
+
+
+def socket_power(layout: str, action: Array, bands: SocketBands) -> Array:
+    """Grid-side kW of every socket [..., S] for a full env action [..., A] (clipped to [-1, 1] already)."""
+    if layout == PER_SOCKET:
+        return per_socket_power(action[..., 1:], bands)
+    return fleet_power(action[..., 1], bands)
+
+
+def power_to_action(socket_kw: np.ndarray, bands: SocketBands) -> np.ndarray:
+    """The ``per_socket`` actions that ask for ``socket_kw`` (the inverse of :func:`per_socket_power`).
+
+    What a physical controller (rule-based, an LP or MPC plan) sends: a wish outside the band is
+    projected into it (the guarantee wins); a socket with an empty band gets -1.
+    """
+    room = bands.high - bands.low
+    safe = np.where(room > 0, room, 1.0)
+    action = np.where(room > 0, 2.0 * (np.asarray(socket_kw) - bands.low) / safe - 1.0, -1.0)
+    return np.clip(action, -1.0, 1.0)
+
+
+def power_to_fleet_action(socket_kw: np.ndarray, bands: SocketBands) -> float:
+    """The ``fleet`` action that asks for the total ``socket_kw`` (shared out least-laxity first by the env)."""
+    room = float((bands.high - bands.low).sum())
+    if room <= 0:
+        return -1.0
+    extra = float(np.clip(np.asarray(socket_kw) - bands.low, 0.0, None).sum())
+    return float(np.clip(2.0 * extra / room - 1.0, -1.0, 1.0))
+
+
+def unavoidable_unmet_kwh(series: SiteSeries) -> float:
+    """EV energy no controller can deliver: each session's need beyond its charger power x dwell hours.
+
+    The unmet energy of any controller is at least this; "EVs fully served" means unmet equals it.
+    Computed with the env's own band function (:func:`socket_bands`): each session follows the top of its band
+    (full power while it needs energy) from arrival to departure; what it still needs then is unavoidable.
+    """
+    sessions = series.sessions
+    if sessions.empty:
+        return 0.0
+    socket = sessions["socket"].to_numpy(dtype=int)
+    charger_kw = series.socket_charger_kw[socket]
+    dwell = (sessions["departure_step"] - sessions["arrival_step"]).clip(lower=0).to_numpy(dtype=int)
+    # The LP and CityLearn use the battery-side need at charger efficiency 1 (the builder's setting).
+    remaining_kwh = series.session_energy_needed_kwh().astype(float)
+    ones = np.ones_like(remaining_kwh)
+    for hour in range(int(dwell.max(initial=0))):
+        plugged = hour < dwell
+        bands = socket_bands(plugged, 0.0 * ones, remaining_kwh, dwell - hour, ones, charger_kw)
+        remaining_kwh = np.clip(remaining_kwh - bands.high, 0.0, None)
+    return float(remaining_kwh.sum())

@@ -1,0 +1,114 @@
+"""The objectives an agent can be trained on: the seeds' ``thesis`` reward and the ``tariff`` bill.
+
+Why two: the seed weights (envs/reward.py) value CO2, PV use and EV service, and on this site a
+rule-based controller is already within 0.3-0.5 % of their optimum; the money is in the bill a
+medium-voltage customer really pays, which the seed reward barely sees:
+
+``tariff`` (currency, per year) = energy cost (hourly import x time-of-use price)
+  + demand charge (``grid.demand_charge_per_kw_month`` x, for each month, the largest hourly import
+    inside the peak window ``[grid.peak_start_hour, grid.peak_end_hour)``)
+  + CO2 at :attr:`TariffWeights.co2_price_per_kg` (a secondary term: a few % of the energy price).
+
+Written as a step reward it stays Markovian with the month-to-date peak in the state: the hour
+pays its energy and CO2, and in the peak window the demand charge on the amount by which it
+raises the month's peak so far (``max(import - peak_to_date, 0)``); summed over a month that is
+exactly the rate x the month's peak. The reward is minus that amount divided by a fixed scale
+(largest possible import x highest price, so an ordinary hour is in [-1, 0]); an hour that raises
+the month's peak costs far more, as the bill does. The return times ``-scale`` is the bill.
+
+Like reward.py every function is array-generic: floats (CityLearn env), numpy arrays or torch
+tensors (the twin), so both simulators compute the same numbers with the same code.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from iquitos_lightning.envs.reward import Value, _clip
+from iquitos_lightning.site.config import SiteConfig
+
+THESIS = "thesis"
+TARIFF = "tariff"
+OBJECTIVES = (THESIS, TARIFF)
+
+
+@dataclass
+class TariffWeights:
+    """The ``tariff`` objective's secondary CO2 price (currency per kg; 0.05 PEN/kg is about 13 USD/t)."""
+
+    co2_price_per_kg: float = 0.05
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.co2_price_per_kg) and self.co2_price_per_kg >= 0):
+            raise ValueError(f"co2_price_per_kg must be finite and >= 0, got {self.co2_price_per_kg!r}")
+
+
+def check_objective(objective: str) -> str:
+    if objective not in OBJECTIVES:
+        raise ValueError(f"env.objective must be one of {OBJECTIVES}, got {objective!r}")
+    return objective
+
+
+def month_start_steps(site_config: SiteConfig, hours: int) -> np.ndarray:
+    """[T] bool: the steps that open a calendar month (the month-to-date peak restarts at 0 there)."""
+    times = pd.date_range(f"{site_config.calendar.year}-01-01", periods=hours, freq="h")
+    month = times.month.to_numpy()
+    return np.concatenate([[True], month[1:] != month[:-1]])
+
+
+def peak_window_steps(site_config: SiteConfig, hours: int) -> np.ndarray:
+    """[T] bool: the steps inside the peak window, where imports set the demand charge."""
+    hour = np.arange(hours) % 24
+    grid = site_config.grid
+    return (hour >= grid.peak_start_hour) & (hour < grid.peak_end_hour)
+
+
+def tariff_amount(
+    grid_import_kw: Value,
+    price_per_kwh: Value,
+    carbon_intensity_kg_per_kwh: Value,
+    peak_to_date_kw: Value,
+    in_peak_window: Value,
+    demand_charge_per_kw_month: float,
+    weights: TariffWeights,
+) -> Value:
+    """What one hour adds to the bill: energy + CO2 + the demand charge on the rise of the month's peak."""
+    rise_kw = _clip(grid_import_kw - peak_to_date_kw, 0.0) * in_peak_window
+    energy = grid_import_kw * price_per_kwh
+    co2 = grid_import_kw * carbon_intensity_kg_per_kwh * weights.co2_price_per_kg
+    return energy + co2 + demand_charge_per_kw_month * rise_kw
+
+
+def next_peak_to_date(grid_import_kw: Value, peak_to_date_kw: Value, in_peak_window: Value) -> Value:
+    """The month-to-date peak after this hour (the caller restarts it at 0 when a month opens)."""
+    raised = peak_to_date_kw + _clip(grid_import_kw - peak_to_date_kw, 0.0)
+    return raised * in_peak_window + peak_to_date_kw * (1 - in_peak_window)
+
+
+def tariff_scale(max_import_kw: float, max_price: float) -> float:
+    """The fixed divisor of the tariff reward: an ordinary hour's bill is at most this."""
+    return max(max_import_kw * max_price, 1e-9)
+
+
+def tariff_bill(flows: pd.DataFrame, site_config: SiteConfig, weights: TariffWeights | None = None) -> dict[str, float]:
+    """The year's bill from a flow table: energy, demand charge, CO2 term and their sum (``tariff_cost``)."""
+    weights = weights or TariffWeights()
+    imports = flows["grid_import_kw"].to_numpy(dtype=float)
+    hours = len(imports)
+    window = peak_window_steps(site_config, hours)
+    month = np.cumsum(month_start_steps(site_config, hours)) - 1
+    peaks = np.zeros(int(month.max(initial=-1)) + 1)
+    np.maximum.at(peaks, month[window], imports[window])
+    energy = float((imports * flows["price_per_kwh"].to_numpy(dtype=float)).sum())
+    co2_kg = float((imports * flows["carbon_intensity_kg_per_kwh"].to_numpy(dtype=float)).sum())
+    demand = float(site_config.grid.demand_charge_per_kw_month * peaks.sum())
+    co2 = co2_kg * weights.co2_price_per_kg
+    return {
+        "demand_charge": demand,
+        "peak_window_import_kw_mean_monthly": float(peaks.mean()) if len(peaks) else 0.0,
+        "tariff_cost": energy + demand + co2,
+    }
