@@ -42,19 +42,31 @@ def test_sigkill_during_write_keeps_last_complete_checkpoint(tmp_path: Path) -> 
         if line.startswith("done"):
             completed = int(line.split()[1])
         if line.startswith("writing") and completed >= 1:
-            # Kill while generation completed+1 is being serialised or written.
-            time.sleep(0.05)
+            # Kill while generation completed+1 is on its way to disk: once its bytes have started to land
+            # (a partial file, or the target itself if the writer were not atomic, has grown past 1 MB).
+            _wait_for_bytes_of_a_new_write(tmp_path, target, time.monotonic() + 10)
             os.kill(child.pid, signal.SIGKILL)
             break
     child.wait(timeout=60)
     assert child.returncode == -signal.SIGKILL
 
     checkpoint = SafeCheckpointIO().load_checkpoint(target)
-    assert checkpoint["generation"] in (completed, completed + 1)
+    assert checkpoint["generation"] == completed  # the write in progress never replaced the complete one
     assert torch.all(checkpoint["payload"] == float(checkpoint["generation"]))
     removed = remove_stale_partials(tmp_path)
-    assert all(path.name.endswith(TEMP_SUFFIX) for path in removed)
+    assert removed and all(path.name.endswith(TEMP_SUFFIX) for path in removed)  # the killed write's leftover
     assert not list(tmp_path.glob(f"*{TEMP_SUFFIX}"))
+
+
+def _wait_for_bytes_of_a_new_write(folder: Path, target: Path, deadline: float) -> None:
+    """Return once a partial file holds over 1 MB, or the target was rewritten below its full size."""
+    full_size = target.stat().st_size
+    while time.monotonic() < deadline:
+        partials = [path for path in folder.glob(f"*{TEMP_SUFFIX}") if path.stat().st_size > 2**20]
+        if partials or 2**20 < target.stat().st_size < full_size:
+            return
+        time.sleep(0.002)
+    raise AssertionError("the writer never started a new checkpoint on disk")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
