@@ -53,3 +53,21 @@ def test_resume_mid_episode_keeps_buffer_and_counters_and_starts_a_fresh_episode
     restored_part = resumed.replay_buffer.storage.get(slice(0, 90))
     torch.testing.assert_close(restored_part["observation"], saved_buffer["data"]["observation"])
     assert resumed.episodes_done >= first.episodes_done
+
+
+def test_a_checkpoint_restores_every_counter_it_saved(tmp_path):
+    """Loading puts back exactly what was saved: frames, updates, episodes, the last return, the skip count."""
+    pl.seed_everything(5)
+    first = small_sac(300, episode_steps=50, frames_per_batch=30)
+    cpu_trainer(tmp_path, callbacks=[frame_checkpoint(tmp_path, 90), StopAtFrames(120)]).fit(first)
+    first.nonfinite.skipped_total = 3  # as if three updates had been skipped (the guard's own count)
+    checkpoint = {"state_dict": first.state_dict()}  # what Lightning puts beside the module's own state
+    first.on_save_checkpoint(checkpoint)
+    assert first.episodes_done >= 2 and first.last_episode_return is not None  # counters worth restoring
+
+    fresh = small_sac(300, episode_steps=50, frames_per_batch=30)
+    fresh.on_load_checkpoint(checkpoint)
+    for counter in ("frames_done", "updates_done", "episodes_done", "last_episode_return", "at_episode_boundary"):
+        assert getattr(fresh, counter) == getattr(first, counter), counter
+    assert fresh.nonfinite.skipped_total == 3
+    assert len(fresh.replay_buffer) == len(first.replay_buffer) == 120
