@@ -42,3 +42,14 @@ def test_report_to_a_read_only_folder_fails_clearly(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 5, err
     assert re.search(r"error: cannot (write|create) (the )?report .*the file system is read-only", err)
+
+
+def test_a_read_only_checkpoint_folder_is_refused_before_any_training(tmp_path, capsys):
+    with tmpfs(tmp_path / "checkpoints", size_kib=1024) as checkpoints:
+        subprocess.run(["mount", "-o", "remount,ro", str(checkpoints)], check=True)
+        code = run_lightning_cli(pendulum_sac_args(tmp_path, frame_budget=2_000, every_n_frames=2_000))
+        err = capsys.readouterr().err
+    assert code == 5, err
+    assert re.search(rf"error: cannot (write|create) (the )?checkpoint {re.escape(str(checkpoints))}.*read-only", err)
+    logged = "".join(path.read_text() for path in (tmp_path / "run").rglob("metrics.csv"))
+    assert "progress/frames_done" not in logged  # refused at start: not one rollout was trained
