@@ -79,6 +79,10 @@ class EnvConfig:
     actions: str = "per_socket"  # Iquitos action layout: "per_socket" (1 + sockets) or "fleet" (BESS, EV fleet)
     ev_guarantee: bool = True  # Iquitos: every EV gets at least the least-laxity minimum that serves it in time
     objective: str = "thesis"  # Iquitos reward: "thesis" (the seed weights) or "tariff" (the bill, envs/objectives.py)
+    # Twin training only (evaluation is always CityLearn's full year from hour 0): where episodes start ("zero",
+    # "staggered": env b of B at hour b x 8760 / B, "random") and how long they run (None: to the year's end).
+    start: str = "zero"
+    episode_hours: int | None = None
 
     def __post_init__(self) -> None:
 
@@ -86,6 +90,8 @@ class EnvConfig:
             raise ValueError(f"actions must be one of {LAYOUTS}, got {self.actions!r}")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+        if (self.start != "zero" or self.episode_hours is not None) and self.backend != TWIN:
+            raise ValueError("start and episode_hours are for the twin backend (CityLearn episodes run the year)")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.num_envs < 1:
@@ -151,6 +157,9 @@ def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
             data_root=Path(config.data_root),
             num_envs=config.num_envs,
             compile_physics=config.compile_twin,
+            start=config.start,
+            episode_hours=config.episode_hours,
+            seed=config.seed,
             **site_env_options(config),
         )
     return _make_single_env(config, config.eval_seed if evaluation else config.seed)

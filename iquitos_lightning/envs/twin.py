@@ -29,8 +29,11 @@ CityLearn's odd bits it keeps (besides those of the battery model, see ``twin_ph
   Gymnasium env does not re-read them once the episode is over).
 
 No Python loop over envs or sockets: one step is a few dozen tensor ops on [B] and [B, S].
-Every env runs its own clock (``t`` per env) so partial resets work; all start at step 0 with
-the schema's initial BESS SOC: the simulator is deterministic, seeds change nothing.
+Every env runs its own clock (``t`` per env) so partial resets work. By default (``start="zero"``)
+every episode starts at step 0 with the schema's initial BESS SOC and runs the whole year, as
+CityLearn's: the simulator is deterministic, seeds change nothing. For training, ``start`` can
+spread the envs over the year instead (:data:`START_SCHEDULES`), with ``episode_hours`` long
+episodes, so that one rollout of B envs sees B different times of the year, not B copies of January.
 """
 
 from __future__ import annotations
@@ -67,6 +70,14 @@ from iquitos_lightning.site.series import SiteSeries
 F64 = torch.float64
 
 
+ZERO, STAGGERED, RANDOM = "zero", "staggered", "random"
+# Where the episodes of a training twin start: "zero" (hour 0, CityLearn's episode), "staggered" (env b of B first
+# starts at hour b x T / B; each next episode starts where the last one ended, wrapping at the year's end) or
+# "random" (a uniform hour, from a generator seeded by ``seed``). A mid-session start gives the plugged EV its
+# session's arrival SOC; the BESS starts at the schema's initial SOC; the month-to-date peak at 0.
+START_SCHEDULES = (ZERO, STAGGERED, RANDOM)
+
+
 class IquitosTwin(EnvBase):
     """B copies of the site simulated together (module docstring); one episode = ``config.hours`` steps.
 
@@ -82,6 +93,9 @@ class IquitosTwin(EnvBase):
             takes about a minute on first use (per batch size) and then runs 3-5x faster at small
             B; measured bit-equal to the eager step on the tiny site.
         action_layout, ev_guarantee, objective, tariff_weights: as the CityLearn env's.
+        start: where episodes start (:data:`START_SCHEDULES`; "zero" is CityLearn's episode).
+        episode_hours: episodes end (truncated) after this many steps, or at the year's end (None: the year).
+        seed: the "random" schedule's generator seed.
     """
 
     batch_locked = True
@@ -101,8 +115,18 @@ class IquitosTwin(EnvBase):
         ev_guarantee: bool = True,
         objective: str = THESIS,
         tariff_weights: TariffWeights | None = None,
+        start: str = ZERO,
+        episode_hours: int | None = None,
+        seed: int = 0,
     ) -> None:
+        if start not in START_SCHEDULES:
+            raise ValueError(f"start must be one of {START_SCHEDULES}, got {start!r}")
+        if episode_hours is not None and episode_hours < 1:
+            raise ValueError(f"episode_hours must be >= 1, got {episode_hours}")
         super().__init__(device=device, batch_size=torch.Size([num_envs]))
+        self.start = start
+        self.episode_hours = episode_hours
+        self._start_generator = torch.Generator(device="cpu").manual_seed(seed)
         self.series = series
         self.site_config: SiteConfig = series.config
         self.reward_weights = reward_weights or RewardWeights()
@@ -166,6 +190,7 @@ class IquitosTwin(EnvBase):
         plugged = tables.session_of >= 0
         session_arrival[plugged] = sessions["arrival_soc"].to_numpy(float)[tables.session_of[plugged]]
         self._session_arrival_soc = session_arrival
+        self._session_arrival_soc_f32 = tensor(session_arrival, torch.float32)  # a mid-session start's EV SOC
         self._battery_kwh = tensor(series.socket_battery_kwh)
         # [T, 4] float64: PV, mall, price, carbon; [T, 2] float32: mall and the building's PV term (-PV).
         self._hourly = tensor(
@@ -190,6 +215,9 @@ class IquitosTwin(EnvBase):
         batteries = self.models.batteries
         state = _TwinState()
         state.t = torch.zeros(envs, dtype=torch.long, device=device)
+        state.start = torch.zeros(envs, dtype=torch.long, device=device)  # the step the current episode began at
+        # The staggered schedule's next start per env: env b of B first starts at b x T / B.
+        state.next_start = torch.arange(envs, device=device) * self.hours // envs
         # Float32 SOC of the BESS (column 0) and the socket EVs at the start of the step (0 if unplugged).
         state.soc = torch.zeros(envs, 1 + self.sockets, dtype=torch.float32, device=device)
         state.capacity = batteries.capacity.expand(envs, -1).clone() if batteries.has_fade else None
@@ -207,14 +235,19 @@ class IquitosTwin(EnvBase):
         reset = torch.ones(self.num_envs, 1, dtype=torch.bool, device=self.device) if mask is None else mask
         reset = reset.reshape(-1, 1)
         self.resets_done += 1
-        state.t = torch.where(reset[:, 0], 0, state.t)
+        first_step = self._first_steps(reset[:, 0])
+        state.t = torch.where(reset[:, 0], first_step, state.t)
+        state.start = torch.where(reset[:, 0], first_step, state.start)
         start = batteries.start_soc.expand(self.num_envs, -1).clone()  # StorageDevice.reset
-        start[:, 1:] = torch.where(self._connected[0], self._arrival_soc[0], 0.0)
+        if self.start == ZERO:  # CityLearn's own reset (bit-equal): the float32 arrival SOC of the CSV at step 0
+            start[:, 1:] = torch.where(self._connected[0], self._arrival_soc[0], 0.0)
+        else:
+            start[:, 1:] = torch.where(self._connected[first_step], self._session_arrival_soc_f32[first_step], 0.0)
         state.soc = torch.where(reset, start, state.soc)
         if state.capacity is not None:
             state.capacity = torch.where(reset, batteries.capacity, state.capacity)
         state.peak = torch.where(reset[:, 0], 0.0, state.peak)
-        fresh = self._observe(torch.zeros_like(state.t), start[:, 0], start[:, 1:], torch.zeros_like(state.peak))
+        fresh = self._observe(first_step, start[:, 0], start[:, 1:], torch.zeros_like(state.peak))
         state.observation = torch.where(reset, fresh, state.observation)
         if self.record:
             state.flows[reset[:, 0]] = 0.0
@@ -231,6 +264,21 @@ class IquitosTwin(EnvBase):
             device=self.device,
         )
 
+    def _first_steps(self, reset: torch.Tensor) -> torch.Tensor:
+        """[B] the step each env's new episode starts at, by the ``start`` schedule (only ``reset`` envs use it)."""
+        state = self._state
+        if self.start == ZERO:
+            return torch.zeros_like(state.t)
+        if self.start == RANDOM:
+            last = self.hours - (self.episode_hours or 1)
+            drawn = torch.randint(0, max(last, 0) + 1, (self.num_envs,), generator=self._start_generator)
+            return drawn.to(self.device)
+        first = state.next_start.clone()
+        length = self.episode_hours or self.hours
+        ends = torch.clamp(first + length, max=self.hours)
+        state.next_start = torch.where(reset, ends % self.hours, state.next_start)
+        return first
+
     # Outputs are built with TensorDict._new_unsafe (no per-entry validation): every entry is a
     # fresh tensor of the env's batch size and device, and the validation is half of a B=1 step.
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -245,13 +293,16 @@ class IquitosTwin(EnvBase):
             rows = torch.arange(self.num_envs, device=self.device)
             state.flows[rows, state.t - 1] = flows
             state.departure_soc[rows, state.t - 1] = departing_soc
+        truncated = torch.zeros_like(terminated)
+        if self.episode_hours is not None:
+            truncated = (state.t - state.start >= self.episode_hours).reshape(terminated.shape) & ~terminated
         return TensorDict._new_unsafe(
             {
                 "observation": state.observation.clone(),
                 "reward": reward,
-                "done": terminated,
+                "done": terminated | truncated,
                 "terminated": terminated.clone(),
-                "truncated": torch.zeros_like(terminated),
+                "truncated": truncated,
             },
             batch_size=self.batch_size,
             device=self.device,
@@ -405,6 +456,8 @@ class _TwinState:
     """The mutable state of the B envs (tensors), outside the nn.Module so that updating it is cheap."""
 
     t: torch.Tensor
+    start: torch.Tensor
+    next_start: torch.Tensor
     soc: torch.Tensor
     capacity: torch.Tensor | None
     peak: torch.Tensor
@@ -425,6 +478,9 @@ def make_twin(
     action_layout: str = PER_SOCKET,
     ev_guarantee: bool = True,
     objective: str = THESIS,
+    start: str = ZERO,
+    episode_hours: int | None = None,
+    seed: int = 0,
 ) -> IquitosTwin:
     """Build (or reuse) the site's dataset under ``data_root/<name>`` and simulate it as an :class:`IquitosTwin`."""
     build = built_site(site, data_root)
@@ -439,6 +495,9 @@ def make_twin(
         action_layout=action_layout,
         ev_guarantee=ev_guarantee,
         objective=objective,
+        start=start,
+        episode_hours=episode_hours,
+        seed=seed,
     )
 
 
@@ -453,6 +512,9 @@ def make_torchrl_twin(
     action_layout: str = PER_SOCKET,
     ev_guarantee: bool = True,
     objective: str = THESIS,
+    start: str = ZERO,
+    episode_hours: int | None = None,
+    seed: int = 0,
 ) -> TransformedEnv:
     """The twin as agents see it: ``StepCounter`` + ``RewardSum`` (as ``make_env`` gives the CityLearn env)."""
     twin = make_twin(
@@ -465,6 +527,9 @@ def make_torchrl_twin(
         action_layout=action_layout,
         ev_guarantee=ev_guarantee,
         objective=objective,
+        start=start,
+        episode_hours=episode_hours,
+        seed=seed,
     )
     env = TransformedEnv(twin, StepCounter())
     env.append_transform(RewardSum())
