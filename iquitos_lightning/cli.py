@@ -28,6 +28,7 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -48,7 +49,8 @@ from iquitos_lightning.errors import (
 )
 from iquitos_lightning.fastpath.cli_checkpoint import CommandLineWinsOnResume
 from iquitos_lightning.profile.auto_profile import add_profile_argument, apply_profile
-from iquitos_lightning.profile.devices import AcceleratorUnavailable, adapt_to_machine
+from iquitos_lightning.profile.devices import AcceleratorUnavailable, adapt_to_machine, refuse_gpu_profile_without_cuda
+from iquitos_lightning.profile.explicit_settings import command_line_keys, config_files
 from iquitos_lightning.profile.hardware import apply_memory_cap
 from iquitos_lightning.profile.memory_budget import InsufficientMemory
 from iquitos_lightning.training.callbacks import (
@@ -61,6 +63,7 @@ from iquitos_lightning.training.callbacks import (
     interrupt,
 )
 from iquitos_lightning.training.checkpoint_io import SafeCheckpointIO
+from iquitos_lightning.training.quiet import quiet_library_noise
 from iquitos_lightning.training.tracking import TrackingConfig, resolve_wandb_mode, wandb_loggers
 
 DEFAULT_LOGGER = {
@@ -112,6 +115,12 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
         config = self.config[self.subcommand] if self.subcommand else self.config
         apply_profile(config, self.written_args)
         trainer = config.trainer
+        refuse_gpu_profile_without_cuda(
+            trainer.precision,
+            config_files(self.written_args),
+            command_line_keys(self.written_args),
+            torch.cuda.is_available(),
+        )
         adapted = adapt_to_machine(trainer.accelerator, trainer.precision, torch.cuda.is_available())
         trainer.accelerator = adapted.accelerator
         trainer.precision = adapted.precision
@@ -121,6 +130,13 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
             root = _logger_root(trainer.logger)
             if root is not None:
                 config.checkpoint.dirpath = f"{root}/checkpoints"
+        if config.get("ckpt_path") == "last" and config.checkpoint.dirpath:
+            folder = Path(str(config.checkpoint.dirpath))
+            if not any(folder.glob("*.ckpt")):
+                raise ConfigError(
+                    f"--ckpt_path last: no checkpoint in {folder} to resume; start without --ckpt_path, or point "
+                    "--checkpoint.dirpath at the run's checkpoint folder"
+                )
         if trainer.enable_progress_bar is not False and not _has_progress_bar(trainer.callbacks):
             trainer.callbacks = [*(trainer.callbacks or []), Namespace(class_path=PROGRESS_BAR, init_args=Namespace())]
         if config.tracking.wandb and resolve_wandb_mode() != "disabled":
@@ -179,6 +195,9 @@ def _logger_root(logger: Any) -> str | None:
 
 def run_lightning_cli(args: list[str]) -> int:
     """Run ``fit``/``validate``/``test``/``predict`` with ``args``; returns the process exit code."""
+    verbose = "--verbose" in args
+    args = [arg for arg in args if arg != "--verbose"]
+    quiet_library_noise(verbose)  # the litlogger tip and LeafSpec warning; --verbose keeps them
     apply_memory_cap()  # IQUITOS_GPU_MEMORY_CAP_GIB: a large GPU run as a smaller card (hardware.py)
     saved_argv = sys.argv
     sys.argv = saved_argv[:1]  # LightningCLI reads `args`; a second copy in sys.argv only makes it warn

@@ -11,6 +11,7 @@ one).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 GPU_ACCELERATORS = ("gpu", "cuda")
 CPU_FALLBACK_PRECISION = "32-true"
@@ -46,3 +47,27 @@ def adapt_to_machine(accelerator: str | None, precision: str | int | None, cuda_
         )
         return TrainerDevice(accelerator, CPU_FALLBACK_PRECISION, note)
     return TrainerDevice(accelerator, precision_text, None)
+
+
+def refuse_gpu_profile_without_cuda(
+    precision: str | int | None, config_files: list[str], typed_keys: set[str], cuda_available: bool
+) -> None:
+    """A config file written for a GPU (half precision) started where there is no CUDA device stops at once.
+
+    Why: run on the CPU, the RTX 4060 profile's 256x256 networks and 1M buffer quietly became a run of hours.
+    It continues when the user typed ``--trainer.accelerator cpu`` (or the precision) on the command line.
+    """
+    if cuda_available or {"trainer.accelerator", "trainer.precision"} & typed_keys:
+        return
+    if str(precision) not in HALF_PRECISIONS:
+        return
+    alternatives = [
+        str(Path(name).with_name(Path(name).name.replace("_rtx4060", "_cpu")))
+        for name in config_files
+        if "_rtx4060" in Path(name).name and Path(name).with_name(Path(name).name.replace("_rtx4060", "_cpu")).exists()
+    ]
+    instead = f"--config {alternatives[0]}" if alternatives else "--profile auto"
+    raise AcceleratorUnavailable(
+        f"{' '.join(config_files) or 'this config'} is a GPU profile (precision {precision}) and this machine has "
+        f"no CUDA device: use {instead}, or add --trainer.accelerator cpu to run it on the CPU anyway (slowly)"
+    )

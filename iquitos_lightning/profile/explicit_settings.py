@@ -79,3 +79,17 @@ def is_explicit(key: str, keys: set[str]) -> bool:
     """
     parts = key.split(".")
     return any(".".join(parts[:length]) in keys for length in range(2, len(parts) + 1))
+
+
+def config_files(args: Sequence[str]) -> list[str]:
+    """The ``--config`` files of a command line, in order."""
+    return [value for flag, value in _flags(args) if flag in CONFIG_FLAGS and value is not None]
+
+
+def command_line_keys(args: Sequence[str]) -> set[str]:
+    """Like :func:`explicit_keys`, but only what was typed on the command line (config files left out)."""
+    keys: set[str] = set()
+    for flag, value in _flags(args):
+        if flag not in CONFIG_FLAGS:
+            keys.update(_leaf_keys(flag.lstrip("-"), _parsed(value) if value is not None else None))
+    return keys

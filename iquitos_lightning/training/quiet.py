@@ -1,0 +1,38 @@
+"""Library noise filtered at its source, so a run's output is the run's: ``--verbose`` shows it again.
+
+Why: every `fit` printed Lightning's advertisement for litlogger and a LeafSpec deprecation warning that
+Lightning's own pytree helper triggers inside torch; neither is about the user's run, and the line that
+matters (an error, the checkpoint folder) drowned among them. Each filter matches one known message, so
+anything new still shows.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+# Lightning's rank-zero logger, where the litlogger tip is an INFO record.
+LIGHTNING_RANK_ZERO_LOGGER = "lightning.pytorch.utilities.rank_zero"
+NOISE_IN_LOG_RECORDS = ("try installing [litlogger]",)
+NOISE_WARNINGS = (r"`isinstance\(treespec, LeafSpec\)` is deprecated",)
+
+
+class _DropKnownNoise(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(noise in message for noise in NOISE_IN_LOG_RECORDS)
+
+
+_FILTER = _DropKnownNoise()
+
+
+def quiet_library_noise(verbose: bool = False) -> None:
+    """Drop the known library messages (nothing when ``verbose``); idempotent."""
+    logger = logging.getLogger(LIGHTNING_RANK_ZERO_LOGGER)
+    if verbose:
+        logger.removeFilter(_FILTER)
+        return
+    if _FILTER not in logger.filters:
+        logger.addFilter(_FILTER)
+    for message in NOISE_WARNINGS:
+        warnings.filterwarnings("ignore", message=message)

@@ -1,0 +1,69 @@
+"""What a user meets in the first hour: the card's GPU command on a CPU machine, resuming nothing, library noise."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iquitos_lightning.cli import run_lightning_cli
+from iquitos_lightning.profile.devices import AcceleratorUnavailable, refuse_gpu_profile_without_cuda
+
+REPO = Path(__file__).resolve().parents[1]
+NO_CUDA = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "WANDB_MODE": "disabled"}
+
+
+def test_the_rtx4060_profile_on_a_machine_without_cuda_stops_at_once_naming_the_cpu_profile() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "iquitos_lightning", "fit", "--config", "configs/sac_rtx4060.yaml"],
+        cwd=REPO,
+        env=NO_CUDA,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 2
+    errors = [line for line in completed.stderr.splitlines() if line.startswith("error:")]
+    assert (
+        len(errors) == 1 and "--config configs/sac_cpu.yaml" in errors[0] and "--trainer.accelerator cpu" in errors[0]
+    )
+    assert "Traceback" not in completed.stderr
+
+
+def test_a_gpu_profile_runs_on_the_cpu_when_the_user_says_so_on_the_command_line() -> None:
+    files = ["configs/sac_rtx4060.yaml"]
+    with pytest.raises(AcceleratorUnavailable, match="sac_cpu.yaml"):
+        refuse_gpu_profile_without_cuda("16-mixed", files, set(), cuda_available=False)
+    refuse_gpu_profile_without_cuda("16-mixed", files, {"trainer.accelerator"}, cuda_available=False)
+    refuse_gpu_profile_without_cuda("16-mixed", files, {"trainer.precision"}, cuda_available=False)
+    refuse_gpu_profile_without_cuda("16-mixed", files, set(), cuda_available=True)
+    refuse_gpu_profile_without_cuda("32-true", ["configs/sac_cpu.yaml"], set(), cuda_available=False)
+    with pytest.raises(AcceleratorUnavailable, match="--profile auto"):  # no CPU twin of this file: the auto profile
+        refuse_gpu_profile_without_cuda("16-mixed", ["my_gpu.yaml"], set(), cuda_available=False)
+
+
+def test_resuming_from_a_folder_without_checkpoints_is_an_error_naming_it(tmp_path: Path, capsys) -> None:
+    empty = tmp_path / "checkpoints"
+    code = run_lightning_cli(
+        ["fit", "--config", "configs/smoke.yaml", "--ckpt_path", "last", f"--checkpoint.dirpath={empty}"]
+    )
+    assert code == 2
+    assert f"error: --ckpt_path last: no checkpoint in {empty}" in capsys.readouterr().err
+
+
+def test_the_litlogger_tip_and_the_leafspec_warning_are_gone_unless_verbose(tmp_path: Path) -> None:
+    def smoke(*extra: str) -> str:
+        command = [sys.executable, "-m", "iquitos_lightning", "fit", "--config", "configs/smoke.yaml",
+                   f"--trainer.logger.init_args.save_dir={tmp_path}", f"--checkpoint.dirpath={tmp_path}/{len(extra)}",
+                   "--model.init_args.rollout.frame_budget=56", "--model.init_args.rollout.eval_episodes=0",
+                   "--tracking.wandb=false", *extra]  # fmt: skip
+        done = subprocess.run(command, cwd=REPO, env=NO_CUDA, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout + done.stderr
+
+    quiet, verbose = smoke(), smoke("--verbose")
+    assert "installing [litlogger]" not in quiet and "LeafSpec" not in quiet
+    assert "installing [litlogger]" in verbose  # filtered at the source, not lost
