@@ -27,14 +27,18 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
 
 from __future__ import annotations
 
+import difflib
+import inspect
+import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import yaml
 from jsonargparse import Namespace
-from lightning.pytorch.cli import SaveConfigCallback
+from jsonargparse.typing import import_object
+from lightning.pytorch.cli import LightningArgumentParser, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_warn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
@@ -71,6 +75,42 @@ DEFAULT_LOGGER = {
     "init_args": {"save_dir": "runs", "name": "agent"},
 }
 SAFE_CHECKPOINT_IO = {"class_path": "iquitos_lightning.training.checkpoint_io.SafeCheckpointIO"}
+
+
+UNKNOWN_OPTION = re.compile(r"Option '([^']+)' is not accepted")
+GIVEN_CLASS = re.compile(r"Problem with given class_path '([^']+)'")
+
+
+def one_line_parse_error(message: str, known_options: list[str]) -> str:
+    """jsonargparse's message condensed to its point: an unknown option (with a close match), or its first line.
+
+    Why: a misspelled ``--model.init_args.batch_sze`` came back as usage plus a 10-line dump of the Union of
+    model classes. ``known_options`` are the option names of the parser that refused it (or of the model class
+    its message names).
+    """
+    unknown = UNKNOWN_OPTION.search(message)
+    if unknown is None:
+        return message.strip().splitlines()[0]
+    option = unknown.group(1)
+    given = GIVEN_CLASS.search(message)
+    if given:
+        try:
+            known_options = list(inspect.signature(import_object(given.group(1))).parameters)
+        except (ImportError, AttributeError, ValueError):
+            pass
+    close = difflib.get_close_matches(option, known_options, n=1)
+    return f"unknown option {option!r}" + (f": did you mean {close[0]!r}?" if close else "")
+
+
+class OneLineErrorParser(LightningArgumentParser):
+    """A parse error is one ``error:`` line and a pointer to ``--help``, not the usage and a Union dump."""
+
+    def error(self, message: str, ex: Exception | None = None) -> NoReturn:
+        parser = getattr(ex, "subcommand_parser", None) or self
+        known = sorted({action.dest.rsplit(".", 1)[-1] for action in parser._actions})
+        sys.stderr.write(f"error: {one_line_parse_error(message, known)}\n")
+        sys.stderr.write("(all options: python -m iquitos_lightning <command> --help)\n")
+        raise SystemExit(2)
 
 
 class IquitosLightningCLI(CommandLineWinsOnResume):
@@ -212,6 +252,7 @@ def run_lightning_cli(args: list[str]) -> int:
                 save_config_callback=ConfigToWandb,
                 save_config_kwargs={"overwrite": True},
                 parser_kwargs={"prog": "python -m iquitos_lightning"},
+                parser_class=OneLineErrorParser,
             )
     except (AcceleratorUnavailable, InsufficientMemory) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -67,3 +67,17 @@ def test_the_litlogger_tip_and_the_leafspec_warning_are_gone_unless_verbose(tmp_
     quiet, verbose = smoke(), smoke("--verbose")
     assert "installing [litlogger]" not in quiet and "LeafSpec" not in quiet
     assert "installing [litlogger]" in verbose  # filtered at the source, not lost
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (["--model.init_args.batch_sze", "64"], "error: unknown option 'batch_sze': did you mean 'batch_size'?"),
+        (["--config", "configs/no-such-profile.yaml"], "File does not exist"),
+    ],
+)
+def test_a_bad_command_line_is_one_error_line_and_a_pointer_to_help(arguments, said, capsys) -> None:
+    config = [] if "--config" in arguments else ["--config", "configs/smoke.yaml"]
+    assert run_lightning_cli(["fit", *config, *arguments]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and said in lines[0] and lines[0].startswith("error:") and "--help" in lines[1]
