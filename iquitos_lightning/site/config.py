@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from jsonargparse import ArgumentParser
 
 from iquitos_lightning.errors import ConfigError
@@ -448,26 +449,61 @@ class SiteConfig:
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+BASE_KEY = "base"  # a site file may inherit every section it leaves out from another site of the same folder
+
+
 def load_site_config(path: str | Path) -> SiteConfig:
-    """Read a site profile YAML, refusing unknown keys, wrong types and invalid values.
+    """Read a site profile YAML, refusing unknown keys, wrong types, invalid values and missing sections.
 
     jsonargparse checks keys and types against the dataclasses (the same machinery LightningCLI
     uses); each dataclass's ``__post_init__`` then checks physics. Every failure is raised as a
     :class:`SiteConfigError` whose message names the file and the field.
+
+    Every section of :class:`SiteConfig` must be written, unless the file names a ``base`` (another
+    site's name, ``base: iquitos-2026``, or a YAML path) whose sections fill the ones it leaves out:
+    a half-written or mis-indented file must not silently become the default site under a new name.
     """
     path = Path(path)
-    if not path.is_file():
-        raise SiteConfigError(f"site config {path}: file not found")
+    data = _site_data(path, seen=())
+    missing = [field.name for field in dataclasses.fields(SiteConfig) if field.name not in data]
+    if missing:
+        raise SiteConfigError(
+            f"site config {path}: section {missing[0]!r} is missing" + (f" (and {', '.join(missing[1:])})" if
+            missing[1:] else "") + f"; write it, or inherit what is left out with `{BASE_KEY}: iquitos-2026`"
+        )  # fmt: skip
     parser = ArgumentParser(exit_on_error=False)
     parser.add_class_arguments(SiteConfig, nested_key="site", fail_untyped=True)
     try:
-        namespace = parser.parse_string(f"site:\n{_indent(path.read_text())}")
+        namespace = parser.parse_object({"site": data})
         return parser.instantiate_classes(namespace).site
     except SiteConfigError as error:
         raise SiteConfigError(f"site config {path}: {error}") from None
     except Exception as error:  # jsonargparse reports key and type errors with various classes
         message = str(error).replace("\n", " ").strip()
         raise SiteConfigError(f"site config {path}: {message}") from None
+
+
+def _site_data(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
+    """The file's mapping, over its ``base``'s (recursively, section by section)."""
+    if not path.is_file():
+        raise SiteConfigError(f"site config {path}: file not found")
+    if path.resolve() in seen:
+        raise SiteConfigError(f"site config {path}: `{BASE_KEY}` loops back to itself")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise SiteConfigError(f"site config {path}: not valid YAML ({str(error).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise SiteConfigError(f"site config {path}: expected a mapping of sections, got {type(data).__name__}")
+    base = data.pop(BASE_KEY, None)
+    if base is None:
+        return data
+    base_path = Path(str(base)) if str(base).endswith((".yaml", ".yml")) else path.with_name(f"{base}.yaml")
+    merged = _site_data(base_path, (*seen, path.resolve()))
+    for key, value in data.items():
+        both_sections = isinstance(value, dict) and isinstance(merged.get(key), dict)
+        merged[key] = {**merged[key], **value} if both_sections else value
+    return merged
 
 
 def _indent(text: str) -> str:

@@ -6,6 +6,8 @@ import pytest
 
 from iquitos_lightning.site.config import SiteConfig, SiteConfigError, load_site_config
 
+REPO_SITES = Path(__file__).resolve().parents[2] / "configs" / "site"
+
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "site"
 
 
@@ -49,7 +51,7 @@ def test_38_socket_profile() -> None:
 )
 def test_bad_values_are_refused_naming_the_field(tmp_path: Path, yaml_text: str, field_named: str) -> None:
     path = tmp_path / "site.yaml"
-    path.write_text(yaml_text)
+    path.write_text(f"base: {REPO_SITES / 'iquitos-2026.yaml'}\n{yaml_text}")  # one bad section over a full site
     with pytest.raises(SiteConfigError, match=field_named.replace(".", r"\.")):
         load_site_config(path)
 
@@ -64,3 +66,31 @@ def test_content_hash_tracks_every_field() -> None:
     assert base.content_hash() == SiteConfig().content_hash()
     changed = SiteConfig(seed=base.seed + 1)
     assert changed.content_hash() != base.content_hash()
+
+
+def test_a_site_file_missing_sections_is_refused_naming_them(tmp_path):
+    cut = tmp_path / "cut.yaml"  # the tiny site cut after its pv section: it must not become another site
+    text = (REPO_SITES / "tiny.yaml").read_text()
+    cut.write_text(text[: text.index("\nweather:")] + "\n")
+    with pytest.raises(SiteConfigError, match=r"section 'weather' is missing \(and mall, ev, bess, grid\)"):
+        load_site_config(cut)
+    only_name = tmp_path / "x.yaml"
+    only_name.write_text("name: x\n")
+    with pytest.raises(SiteConfigError, match="section 'seed' is missing.*base: iquitos-2026"):
+        load_site_config(only_name)
+
+
+def test_a_site_file_with_a_base_inherits_the_sections_it_leaves_out(tmp_path):
+    for name in ("tiny.yaml",):
+        (tmp_path / name).write_text((REPO_SITES / name).read_text())
+    longer = tmp_path / "tiny-longer.yaml"
+    longer.write_text("base: tiny\nname: tiny-longer\ncalendar: {days: 14}\n")
+    site = load_site_config(longer)
+    tiny = load_site_config(REPO_SITES / "tiny.yaml")
+    assert site.name == "tiny-longer" and site.calendar.days == 14
+    assert site.calendar.year == tiny.calendar.year  # the rest of a written section comes from the base too
+    assert site.ev == tiny.ev and site.pv == tiny.pv
+    looping = tmp_path / "loop.yaml"
+    looping.write_text("base: loop\n")
+    with pytest.raises(SiteConfigError, match="loops back"):
+        load_site_config(looping)
