@@ -81,3 +81,16 @@ def test_a_bad_command_line_is_one_error_line_and_a_pointer_to_help(arguments, s
     assert run_lightning_cli(["fit", *config, *arguments]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 2 and said in lines[0] and lines[0].startswith("error:") and "--help" in lines[1]
+
+
+BLOCK_CITYLEARN = "import sys; sys.modules['citylearn'] = None\n"  # as if it were not installed
+
+
+def test_the_site_without_citylearn_installed_says_how_to_install_it(tmp_path: Path) -> None:
+    (tmp_path / "sitecustomize.py").write_text(BLOCK_CITYLEARN)
+    command = [sys.executable, "-m", "iquitos_lightning", "fit", "--config", "configs/smoke.yaml"]
+    environment = {**NO_CUDA, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert "error: the Iquitos site needs CityLearn, which is not installed: pip install --no-deps" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -127,9 +127,16 @@ class EpisodeSeeding(gym.Wrapper):
 
 def _make_gym_env(config: EnvConfig) -> gym.Env:
     if config.name == IQUITOS:
-        # lazy: CityLearn (and pvlib behind the site builder) load in seconds; Gymnasium-only runs never need them
-        from iquitos_lightning.envs.citylearn import make_iquitos_env
-
+        try:
+            # lazy: CityLearn (and pvlib behind the site builder) load in seconds; Gymnasium-only runs never need them
+            from iquitos_lightning.envs.citylearn import make_iquitos_env
+        except ModuleNotFoundError as error:
+            if (error.name or "").split(".")[0] != "citylearn":
+                raise
+            raise ConfigError(
+                "the Iquitos site needs CityLearn, which is not installed: pip install --no-deps -r "
+                "requirements-nodeps.lock (citylearn 3.0.2; its declared dependencies would break torch)"
+            ) from None
         return make_iquitos_env(config.site, data_root=Path(config.data_root), **site_env_options(config))
     kwargs = {} if config.max_episode_steps is None else {"max_episode_steps": config.max_episode_steps}
     try:
