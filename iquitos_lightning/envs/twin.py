@@ -502,35 +502,13 @@ def make_twin(
 
 
 def make_torchrl_twin(
-    site: str | Path | SiteConfig = "configs/site/iquitos-2026.yaml",
-    *,
-    reward_weights: RewardWeights | None = None,
-    data_root: Path = Path("data"),
-    num_envs: int = 1,
-    device: str = "cpu",
-    compile_physics: bool = False,
-    action_layout: str = PER_SOCKET,
-    ev_guarantee: bool = True,
-    objective: str = THESIS,
-    start: str = ZERO,
-    episode_hours: int | None = None,
-    seed: int = 0,
+    site: str | Path | SiteConfig = "configs/site/iquitos-2026.yaml", **twin_options: Any
 ) -> TransformedEnv:
-    """The twin as agents see it: ``StepCounter`` + ``RewardSum`` (as ``make_env`` gives the CityLearn env)."""
-    twin = make_twin(
-        site,
-        reward_weights=reward_weights,
-        data_root=data_root,
-        num_envs=num_envs,
-        device=device,
-        compile_physics=compile_physics,
-        action_layout=action_layout,
-        ev_guarantee=ev_guarantee,
-        objective=objective,
-        start=start,
-        episode_hours=episode_hours,
-        seed=seed,
-    )
+    """The twin as agents see it: ``StepCounter`` + ``RewardSum`` (as ``make_env`` gives the CityLearn env).
+
+    ``twin_options`` are :func:`make_twin`'s keyword arguments (batch size, device, layout, objective, starts...).
+    """
+    twin = make_twin(site, **twin_options)
     env = TransformedEnv(twin, StepCounter())
     env.append_transform(RewardSum())
     return env
