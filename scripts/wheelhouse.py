@@ -152,8 +152,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True, help="folder for the wheels (created)")
     parser.add_argument("--without", default="", help="comma-separated dependencies to leave out, e.g. pvlib,wandb")
     parser.add_argument("--have", type=Path, default=None, help="`pip list --format=freeze` of the target: skipped")
-    parser.add_argument("--keep", default="numpy", help="bundle these even if the target has them (default: numpy, "
-                        "since CityLearn needs numpy<2 and GPU images ship numpy 2)")  # fmt: skip
+    parser.add_argument("--keep", default="", help="bundle these even if the target has them (default: none; "
+                        "the GPU image's SciPy needs its own numpy 2, see docs/performance.md)")  # fmt: skip
     parser.add_argument("--max-mib", type=float, default=None, help="fail if the bundle is larger")
     args = parser.parse_args()
     if not re.fullmatch(r"3\.\d+", args.python):
