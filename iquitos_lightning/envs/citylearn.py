@@ -39,7 +39,14 @@ import pandas as pd
 from citylearn.citylearn import CityLearnEnv
 from citylearn.reward_function import RewardFunction
 
-from iquitos_lightning.envs.actions import PER_SOCKET, SocketBands, action_count, socket_bands, socket_power
+from iquitos_lightning.envs.actions import (
+    PER_SOCKET,
+    RULE_RESIDUAL,
+    SocketBands,
+    action_count,
+    socket_bands,
+    socket_power,
+)
 from iquitos_lightning.envs.objectives import (
     TARIFF,
     THESIS,
@@ -51,6 +58,7 @@ from iquitos_lightning.envs.objectives import (
     tariff_scale,
 )
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
+from iquitos_lightning.envs.rule_prior import add_rule
 from iquitos_lightning.envs.site_data import built_site
 from iquitos_lightning.envs.site_tables import build_site_tables, observation_vector
 from iquitos_lightning.envs.state import SiteState
@@ -158,7 +166,12 @@ class IquitosEnv(gym.Env):
         if t >= self.hours:
             raise RuntimeError("episode is over: call reset()")
         action = np.clip(np.asarray(action, dtype=np.float64).reshape(-1), -1.0, 1.0)
-        socket_action = socket_power(self.action_layout, action, self.socket_bands()) / self.charger_kw
+        bands = self.socket_bands()
+        if self.action_layout == RULE_RESIDUAL:
+            pv_kw, mall_kw = float(self.series.pv_kw[t]), float(self.series.mall_kw[t])
+            in_window = bool(self.in_peak_window[t] > 0)
+            action = add_rule(action, pv_kw, mall_kw, bands, self._bess_soc(), in_window, self.site_config.bess)
+        socket_action = socket_power(self.action_layout, action, bands) / self.charger_kw
         soc_before = self._socket_soc.copy()
         self._transition([[float(action[0]), *socket_action.tolist()]])
 

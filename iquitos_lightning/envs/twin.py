@@ -48,7 +48,7 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Bounded, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase, RewardSum, StepCounter, TransformedEnv
 
-from iquitos_lightning.envs.actions import PER_SOCKET, action_count, socket_bands, socket_power
+from iquitos_lightning.envs.actions import PER_SOCKET, RULE_RESIDUAL, action_count, socket_bands, socket_power
 from iquitos_lightning.envs.objectives import (
     TARIFF,
     THESIS,
@@ -60,6 +60,7 @@ from iquitos_lightning.envs.objectives import (
     tariff_scale,
 )
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
+from iquitos_lightning.envs.rule_prior import add_rule
 from iquitos_lightning.envs.site_data import built_site
 from iquitos_lightning.envs.site_tables import SOCKET_FEATURES, build_site_tables, observation_vector
 from iquitos_lightning.envs.twin_physics import SiteModels
@@ -338,6 +339,11 @@ class IquitosTwin(EnvBase):
             charger_efficiency=self.charger_efficiency,
             guarantee=self.ev_guarantee,
         )
+        if self.action_layout == RULE_RESIDUAL:
+            hourly_now = self._hourly[t]
+            in_window = self._in_peak_window[t] > 0
+            bess = self.site_config.bess
+            action = add_rule(action, hourly_now[:, 0], hourly_now[:, 1], bands, soc[:, 0].to(F64), in_window, bess)
         socket_fraction = socket_power(self.action_layout, action, bands) / self._charger_kw
         physical = torch.cat([action[:, :1], socket_fraction], -1)
 

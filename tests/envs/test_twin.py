@@ -22,6 +22,7 @@ from torchrl.envs.utils import step_mdp
 from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
 from iquitos_lightning.bench.equivalence import citylearn_trajectory, compare, twin_trajectories
 from iquitos_lightning.control.references import RuleBasedController, UncontrolledController
+from iquitos_lightning.envs.actions import RULE_RESIDUAL
 from iquitos_lightning.envs.citylearn import IquitosEnv, make_iquitos_env
 from iquitos_lightning.envs.factory import make_env, site_env
 from iquitos_lightning.envs.twin import IquitosTwin
@@ -256,3 +257,44 @@ def test_sac_on_the_twin_stores_one_buffer_row_per_transition(data_root: Path) -
         agent.replay_buffer.sample()["observation"].shape[-1]
         == agent.train_env.observation_spec["observation"].shape[-1]
     )
+
+
+# ----- the rule_residual layout (envs/rule_prior.py): 0 is the rule, and the twin replays it as CityLearn
+def _episode_kpis(env, actions) -> tuple[dict[str, float], float]:
+    env.reset()
+    total = 0.0
+    for action in actions:
+        total += env.step(np.asarray(action, dtype=np.float32))[1]
+    return compute_kpis(env.flows(), env.departures(), env.site_config), total
+
+
+def test_a_zero_residual_is_the_rule_based_controller(data_root: Path) -> None:
+    rule_env = make_iquitos_env(TINY, data_root=data_root)
+    reference = citylearn_trajectory(rule_env, controller_source(RuleBasedController(rule_env.site_config)))
+    residual_env = make_iquitos_env(TINY, data_root=data_root, action_layout=RULE_RESIDUAL)
+    zero = np.zeros((residual_env.hours, 2))
+    kpis, total = _episode_kpis(residual_env, zero)
+    for name in ("grid_import_kwh", "co2_kg", "cost", "peak_import_kw", "ev_energy_served_kwh"):
+        assert kpis[name] == pytest.approx(reference.kpis[name], rel=1e-6, abs=1e-6), name
+    assert kpis["bess_equivalent_full_cycles"] == pytest.approx(reference.kpis["bess_equivalent_full_cycles"], rel=1e-6)
+    assert total == pytest.approx(float(reference.rewards.sum()), rel=1e-6)
+    # A residual changes what happens (the layout is not the rule whatever the agent says).
+    pushed, _ = _episode_kpis(residual_env, np.tile([[0.5, 0.5]], (residual_env.hours, 1)))
+    assert pushed["bess_equivalent_full_cycles"] != pytest.approx(kpis["bess_equivalent_full_cycles"], rel=1e-3)
+
+
+@pytest.mark.parametrize("objective", ["thesis", "tariff"])
+def test_the_twin_equals_citylearn_with_the_rule_residual_layout(data_root: Path, objective: str) -> None:
+    env = make_iquitos_env(TINY, data_root=data_root, action_layout=RULE_RESIDUAL, objective=objective)
+    sources = {
+        "zero": lambda observation, state: np.zeros(2),
+        "random": lambda o, s: 0.5 * random_source(3)(o, s)[:2],
+    }
+    references = {name: citylearn_trajectory(env, source) for name, source in sources.items()}
+    twin = IquitosTwin(
+        env.schema_path, env.series, num_envs=2, record=True, action_layout=RULE_RESIDUAL, objective=objective
+    )
+    replays = twin_trajectories(twin, np.stack([run.actions for run in references.values()]))
+    for (name, reference), replay in zip(references.items(), replays, strict=True):
+        assert_equivalent(compare(reference, replay), f"{objective}/{name}")
+        np.testing.assert_array_equal(reference.observations, replay.observations)
