@@ -132,7 +132,12 @@ def test_compare_runs_end_to_end_on_the_tiny_site_and_keeps_finished_runs(tmp_pa
         assert summary["per_run"][f"{agent}-seed0"]["frames_done"] == 168
         assert summary["table"][agent]["co2_t"] > 0
         assert len(summary["curves"][f"{agent}-seed0"]) == 1  # --evaluations 1: at the end of the budget
-    for name in ("comparison_thesis.md", "comparison_thesis.csv", "learning_curves_thesis.png", "co2_cost_thesis.png"):
+    for name in (
+        "comparison_thesis.md",
+        "comparison_thesis.csv",
+        "learning_curves_thesis.png",
+        "objective_co2_thesis.png",
+    ):
         assert (out / name).stat().st_size > 500, name
 
     second = subprocess.run(command, cwd=REPO, capture_output=True, text=True)

@@ -133,8 +133,9 @@ class EpisodeSeeding(gym.Wrapper):
 
 def _make_gym_env(config: EnvConfig, *, evaluation: bool = False) -> gym.Env:
     if config.name == IQUITOS and evaluation and config.eval_backend == TWIN:
-        from iquitos_lightning.envs.twin import make_twin  # lazy, as the CityLearn env below
-        from iquitos_lightning.envs.twin_gym import TwinGymEnv
+        # lazy: the twin reads the built site (pvlib behind the site builder); Gymnasium-only runs never need it
+        from iquitos_lightning.envs.twin import make_twin
+        from iquitos_lightning.envs.twin_gym import TwinGymEnv  # lazy: as the twin above
 
         twin = make_twin(config.site, data_root=Path(config.data_root), record=True, **site_env_options(config))
         return TwinGymEnv(twin)

@@ -48,8 +48,8 @@ from iquitos_lightning.report.comparison import (
     comparison_markdown,
     comparison_rows,
     objective_value,
-    plot_co2_cost_bars,
     plot_learning_curves,
+    plot_objective_and_co2_bars,
 )
 from iquitos_lightning.site.config import load_site_config
 
@@ -363,10 +363,10 @@ def run_compare(
     summary = {**metadata, "table": json.loads(table.to_json(orient="index")), "per_run": _per_run(outcomes)}
     summary["curves"] = {name: json.loads(curve.to_json(orient="records")) for name, curve in curves.items()}
     (out_dir / f"{stem}.json").write_text(json.dumps(summary, indent=2) + "\n")
-    curves_png, bars_png = out_dir / f"learning_curves_{objective}.png", out_dir / f"co2_cost_{objective}.png"
+    curves_png, bars_png = out_dir / f"learning_curves_{objective}.png", out_dir / f"objective_co2_{objective}.png"
     drawn = {name: curve for name, curve in curves.items() if len(curve)}
     plot_learning_curves(drawn, curves_png, title=f"{site_name}, {objective}:", references=table, currency=currency)
-    plot_co2_cost_bars(table, bars_png, currency=currency, title=f"site {site_name}, objective {objective}")
+    plot_objective_and_co2_bars(table, bars_png, currency=currency, title=f"site {site_name}, objective {objective}")
     console.print(markdown, markup=False, soft_wrap=True)
     console.print(f"Wrote {out_dir}/ ({stem}.md, .csv, .json, {curves_png.name}, {bars_png.name})")
     if failed:

@@ -208,24 +208,28 @@ def plot_learning_curves(
     return save_figure(figure, path)
 
 
-def plot_co2_cost_bars(table: pd.DataFrame, path: Path, *, currency: str = "PEN", title: str = "") -> Path:
-    """CO2 and cost per controller (agents with their std over seeds), the optimum drawn as a line."""
+def plot_objective_and_co2_bars(table: pd.DataFrame, path: Path, *, currency: str = "PEN", title: str = "") -> Path:
+    """The objective's value and CO2 per controller (agents with their std over seeds), the optimum as a line."""
+    objective = table.attrs.get("objective", "thesis")
+    value_unit = "thesis return (higher is better)" if objective == "thesis" else f"tariff bill [k {currency}/yr]"
+    value_scale = 1.0 if objective == "thesis" else 1e-3
+    panels = (("objective_value", value_unit, value_scale, objective), ("co2_t", "t CO2 per year", 1.0, "CO2"))
     figure, axes = plt.subplots(1, 2, figsize=(12, 4.8))
     names = list(table.index)
     positions = np.arange(len(names))
-    for axis, kpi, unit, scale in ((axes[0], "co2_kg", "t CO2", 1e-3), (axes[1], "cost", f"k {currency}", 1e-3)):
+    best = next(name for name in (f"optimum_{objective}", "optimum") if name in table.index)
+    for axis, (kpi, unit, scale, heading) in zip(axes, panels, strict=True):
         values = table[kpi].to_numpy(dtype=float) * scale
         errors = table.get(f"{kpi}_std", pd.Series(0.0, index=table.index)).fillna(0.0).to_numpy(dtype=float) * scale
         colours = ["#1f77b4" if table.loc[name, "seeds"] else "#7f7f7f" for name in names]
         axis.bar(positions, values, yerr=errors, color=colours, capsize=4)
-        best = next(name for name in (f"optimum_{table.attrs.get('objective')}", "optimum") if name in table.index)
         axis.axhline(float(table.loc[best, kpi]) * scale, color="#2ca02c", lw=1.5, ls="--", label=best)
         low, high = float(np.nanmin(values - errors)), float(np.nanmax(values + errors))
         margin = 0.15 * max(high - low, 1e-9)
         axis.set_ylim(low - margin, high + margin)  # differences are a few percent: do not start at zero
-        axis.set_xticks(positions, names, rotation=20)
+        axis.set_xticks(positions, names, rotation=20, ha="right")
         axis.set_ylabel(unit)
-        axis.set_title(f"{'CO2' if kpi == 'co2_kg' else 'cost'} per year", loc="left")
+        axis.set_title(heading, loc="left")
         axis.grid(axis="y", alpha=0.3)
         axis.legend(frameon=False)
     figure.suptitle(title, fontsize=13)
