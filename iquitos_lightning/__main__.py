@@ -50,7 +50,11 @@ def _project_parser() -> argparse.ArgumentParser:
         "compare", help="train agents over seeds, evaluate on the full year, tabulate against the references"
     )
     compare.add_argument("--site", type=Path, default=DEFAULT_SITE, help="site profile YAML (default: %(default)s)")
-    compare.add_argument("--agents", default="sac,ppo,a2c", help="comma-separated agents (default: %(default)s)")
+    compare.add_argument(
+        "--agents",
+        default="sac,ppo,a2c",
+        help="agents or variants (ppo_fleet: configs/ppo_fleet_<profile>.yaml), comma-separated (default: %(default)s)",
+    )
     compare.add_argument("--seeds", type=int, default=3, help="seeds per agent: 0..N-1 (default: %(default)s)")
     compare.add_argument(
         "--frames",
@@ -59,6 +63,12 @@ def _project_parser() -> argparse.ArgumentParser:
     )
     compare.add_argument("--profile", default="cpu", help="training profile: configs/<agent>_<profile>.yaml")
     compare.add_argument("--jobs", type=int, default=1, help="runs trained at once (default: %(default)s)")
+    compare.add_argument(
+        "--evaluations",
+        type=int,
+        default=1,
+        help="evaluations per run, evenly spaced, the last at the end: the learning curves (default: %(default)s)",
+    )
     compare.add_argument("--results", type=Path, default=Path("results"), help="results root (default: %(default)s)")
     compare.add_argument("--runs", type=Path, default=Path("runs/compare"), help="runs root (default: %(default)s)")
     compare.add_argument(
@@ -172,6 +182,7 @@ def _run_project_command(args: list[str]) -> int:
                 namespace.jobs,
                 namespace.override,
                 args,
+                evaluations=namespace.evaluations,
             )
         except CompareError as error:
             print(f"error: {error}", file=sys.stderr)

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "site" / "tiny.yaml"
 
 
-def _kpis(co2: float, unmet: float, cost: float = 10.0) -> dict[str, float]:
+def _kpis(co2: float, unmet: float, cost: float = 10.0, bill: float = 50.0, thesis: float = -7.0) -> dict[str, float]:
     return {
         "grid_import_kwh": co2 / 0.5,
         "co2_kg": co2,
@@ -27,28 +27,61 @@ def _kpis(co2: float, unmet: float, cost: float = 10.0) -> dict[str, float]:
         "ev_unmet_kwh": unmet,
         "departures_below_required": 0.0,
         "bess_equivalent_full_cycles": 1.0,
+        "tariff_cost": bill,
+        "thesis_return": thesis,
     }
 
 
-def test_agents_are_mean_and_sample_std_over_seeds_and_gap_is_measured_against_the_optimum():
-    references = {"uncontrolled": _kpis(200, 1), "rule_based": _kpis(120, 1), "optimum": _kpis(100, 1)}
-    runs = {"sac": [_kpis(150, 1, cost=8), _kpis(130, 1.5, cost=12)], "ppo": [_kpis(90, 40)]}
-    table = comparison_rows(references, runs, unavoidable_unmet_kwh=1.0)
+def _references() -> dict[str, dict[str, float]]:
+    return {
+        "uncontrolled": _kpis(200, 1, bill=90, thesis=-9),
+        "rule_based": _kpis(120, 1, bill=80, thesis=-6),
+        "tariff_rule": _kpis(125, 1, bill=70, thesis=-6.5),
+        "mpc_forecast_tariff": _kpis(130, 1, bill=75, thesis=-6.6),
+        "mpc_perfect_tariff": _kpis(130, 1, bill=60, thesis=-6.6),
+        "optimum_tariff": _kpis(130, 1, bill=60, thesis=-6.6),
+        "mpc_forecast_thesis": _kpis(118, 1, bill=85, thesis=-5.8),
+        "mpc_perfect_thesis": _kpis(117, 1, bill=84, thesis=-5.0),
+        "optimum_thesis": _kpis(117, 1, bill=84, thesis=-5.0),
+    }
 
-    assert table.loc["sac", "co2_kg"] == pytest.approx(140)
-    assert table.loc["sac", "co2_kg_std"] == pytest.approx(14.142135, rel=1e-6)  # sample std of 150 and 130
-    assert table.loc["sac", "co2_gap_closed_pct"] == pytest.approx(60.0)  # (200 - 140) / (200 - 100)
-    assert table.loc["rule_based", "co2_gap_closed_pct"] == pytest.approx(80.0)
+
+def test_agents_are_mean_and_sample_std_over_seeds_and_gap_is_measured_on_the_objective():
+    runs = {"sac": [_kpis(150, 1, bill=70), _kpis(130, 1.5, bill=66)], "ppo": [_kpis(90, 40, bill=50)]}
+    table = comparison_rows(_references(), runs, unavoidable_unmet_kwh=1.0, objective="tariff")
+
+    assert list(table.index[:6]) == [
+        "uncontrolled", "rule_based", "tariff_rule", "mpc_forecast_tariff", "mpc_perfect_tariff", "optimum_tariff"
+    ]  # fmt: skip
+    assert table.loc["sac", "co2_t"] == pytest.approx(0.140)
+    assert table.loc["sac", "objective_value"] == pytest.approx(68)  # the tariff bill
+    assert table.loc["sac", "objective_value_std"] == pytest.approx(2.828427, rel=1e-6)  # sample std of 70 and 66
+    assert table.loc["sac", "objective_gap_closed_pct"] == pytest.approx(60.0)  # (80 - 68) / (80 - 60)
+    assert table.loc["tariff_rule", "objective_gap_closed_pct"] == pytest.approx(50.0)
+    assert table.loc["uncontrolled", "objective_gap_closed_pct"] == pytest.approx(-50.0)
     assert table.loc["sac", "seeds"] == 2 and bool(table.loc["sac", "ev_served"])  # 1.5 <= 1 + 1 % of 100
     assert not bool(table.loc["ppo", "ev_served"])  # "beats" the optimum by leaving EVs empty: flagged
-    assert gap_closed_pct(90, 200, 100) == pytest.approx(110.0)
+    assert gap_closed_pct(90, 100, 200) == pytest.approx(-10.0)
     markdown = comparison_markdown(table)
-    assert "| sac (2 seeds) | 280 ± 28 | 140 ± 14 |" in markdown and "**NO**" in markdown
+    assert "| sac (2 seeds) | 68 ± 3 | 60.0 ± 14.1 |" in markdown and "**NO**" in markdown
+
+
+def test_on_the_thesis_objective_an_agent_is_scored_by_its_evaluation_return():
+    runs = {"ppo_fleet": [{**_kpis(120, 1), "episode_return": -5.5}, {**_kpis(120, 1), "episode_return": -5.3}]}
+    table = comparison_rows(_references(), runs, unavoidable_unmet_kwh=1.0, objective="thesis")
+
+    assert "optimum_thesis" in table.index and "optimum_tariff" not in table.index
+    assert table.loc["ppo_fleet", "objective_value"] == pytest.approx(-5.4)  # not the row's thesis_return key
+    assert table.loc["ppo_fleet", "objective_gap_closed_pct"] == pytest.approx(60.0)  # (-5.4 + 6) / (-5 + 6)
+    assert "| ppo_fleet (2 seeds) | -5.40 ± 0.14 |" in comparison_markdown(table)
 
 
 def test_overrides_apply_to_all_agents_or_to_the_named_one():
     overrides = ["model.init_args.gamma=0.9", "ppo:model.init_args.epochs=2"]
     assert overrides_for("ppo", overrides) == {"model.init_args.gamma": "0.9", "model.init_args.epochs": "2"}
+    assert overrides_for("ppo_fleet", overrides) == overrides_for("ppo", overrides)  # a variant takes its algorithm's
+    assert overrides_for("ppo_fleet", ["ppo_fleet:model.init_args.lr=1"]) == {"model.init_args.lr": "1"}
+    assert overrides_for("ppo", ["ppo_fleet:model.init_args.lr=1"]) == {}
     assert overrides_for("sac", overrides) == {"model.init_args.gamma": "0.9"}
     with pytest.raises(CompareError, match="dqn"):
         overrides_for("sac", ["dqn:model.init_args.lr=1"])
@@ -62,7 +95,7 @@ def test_budget_rounds_up_to_whole_rollouts_and_bad_arguments_are_refused(tmp_pa
     )
     budgets = {(spec.agent, spec.seed): spec.frame_budget for spec in specs}
     assert budgets == {("a2c", 0): 120, ("a2c", 1): 120, ("ppo", 0): 128, ("ppo", 1): 128}  # a2c rollouts of 24
-    assert specs[1].run_dir == tmp_path / "tiny" / "a2c-seed1"
+    assert specs[1].run_dir == tmp_path / "tiny" / "thesis" / "a2c-seed1"
     assert parse_frames("100", ["sac", "ppo"]) == {"sac": 100, "ppo": 100}
     assert parse_frames("sac=5,ppo=7,a2c=9", ["sac", "ppo"]) == {"sac": 5, "ppo": 7}
     with pytest.raises(CompareError, match="no budget for ppo"):
@@ -89,15 +122,22 @@ def test_compare_runs_end_to_end_on_the_tiny_site_and_keeps_finished_runs(tmp_pa
     first = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     out = tmp_path / "results" / "tiny"
-    summary = json.loads((out / "comparison.json").read_text())
-    assert set(summary["table"]) == {"uncontrolled", "rule_based", "optimum", "sac", "ppo", "a2c"}
+    summary = json.loads((out / "comparison_thesis.json").read_text())
+    references = {"uncontrolled", "rule_based", "tariff_rule", "mpc_forecast_thesis", "mpc_perfect_thesis"}
+    assert set(summary["table"]) == references | {"optimum_thesis", "sac", "ppo", "a2c"}
     assert summary["command"].startswith("python -m iquitos_lightning compare --site")
     assert summary["seeds"] == [0] and {run["frame_budget"] for run in summary["runs"]} == {168}
     assert summary["git_revision"] != ""
     for agent in ("sac", "ppo", "a2c"):
         assert summary["per_run"][f"{agent}-seed0"]["frames_done"] == 168
-        assert summary["table"][agent]["co2_kg"] > 0
-    for name in ("comparison.md", "comparison.csv", "learning_curves.png", "co2_cost.png"):
+        assert summary["table"][agent]["co2_t"] > 0
+        assert len(summary["curves"][f"{agent}-seed0"]) == 1  # --evaluations 1: at the end of the budget
+    for name in (
+        "comparison_thesis.md",
+        "comparison_thesis.csv",
+        "learning_curves_thesis.png",
+        "objective_co2_thesis.png",
+    ):
         assert (out / name).stat().st_size > 500, name
 
     second = subprocess.run(command, cwd=REPO, capture_output=True, text=True)

@@ -14,9 +14,10 @@ stops the run naming the key) and an unknown id is refused as a config error nam
 
 Backends of the Iquitos site (``EnvConfig.backend``): ``"citylearn"`` (the reference simulator)
 or ``"twin"`` (:class:`~iquitos_lightning.envs.twin.IquitosTwin`, the same physics as B batched
-envs in torch, proven equal by ``tests/envs/test_twin.py``). The twin only ever trains:
-``make_env(config, evaluation=True)`` always builds CityLearn, so validation, ``test`` and every
-reported KPI come from CityLearn itself.
+envs in torch, proven equal by ``tests/envs/test_twin.py``). ``make_env(config, evaluation=True)``
+builds CityLearn unless ``eval_backend`` is ``"twin"``: one twin env over the full year from hour 0
+(:class:`~iquitos_lightning.envs.twin_gym.TwinGymEnv`), bit-equal and about 10x faster, for
+evaluation at intervals during training.
 
 Parallel workers are one switch, ``num_workers``: above 1 rollouts are collected by that many worker
 processes (:mod:`iquitos_lightning.agents.collection`), each one env built by
@@ -72,17 +73,20 @@ class EnvConfig:
     seed: int = 0  # training episode k is reset with seed + k
     eval_seed: int = 10_000  # evaluation episode k is reset with eval_seed + k (same episodes every time)
     max_episode_steps: int | None = None  # Gymnasium ids only: episode length (None: the id's own limit)
-    backend: str = CITYLEARN  # Iquitos training env: "citylearn" or "twin" (evaluation is always CityLearn)
+    backend: str = CITYLEARN  # Iquitos training env: "citylearn" or "twin" (evaluation: eval_backend)
     num_envs: int = 1  # parallel envs of the twin's batch (backend "twin" only)
     compile_twin: bool = False  # torch.compile the twin's step: ~1 min to compile, then 3-5x faster at small B
     num_workers: int = 1  # collection worker processes (agents/collection.py); frames_per_batch must divide by it
     actions: str = "per_socket"  # Iquitos action layout: "per_socket" (1 + sockets) or "fleet" (BESS, EV fleet)
     ev_guarantee: bool = True  # Iquitos: every EV gets at least the least-laxity minimum that serves it in time
     objective: str = "thesis"  # Iquitos reward: "thesis" (the seed weights) or "tariff" (the bill, envs/objectives.py)
-    # Twin training only (evaluation is always CityLearn's full year from hour 0): where episodes start ("zero",
+    # Twin training only (evaluation is always the full year from hour 0): where episodes start ("zero",
     # "staggered": env b of B at hour b x 8760 / B, "random") and how long they run (None: to the year's end).
     start: str = "zero"
     episode_hours: int | None = None
+    # Iquitos evaluation env (validate, test): "citylearn" (default) or "twin", bit-equal and ~10x faster for a year
+    # of the default site (envs/twin_gym.py): what makes evaluation at intervals during training affordable.
+    eval_backend: str = CITYLEARN
 
     def __post_init__(self) -> None:
 
@@ -94,6 +98,8 @@ class EnvConfig:
             raise ValueError("start and episode_hours are for the twin backend (CityLearn episodes run the year)")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.eval_backend not in BACKENDS:
+            raise ValueError(f"eval_backend must be one of {BACKENDS}, got {self.eval_backend!r}")
         if self.num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {self.num_envs}")
         if self.num_envs > 1 and (self.backend != TWIN or self.name != IQUITOS):
@@ -125,7 +131,14 @@ class EpisodeSeeding(gym.Wrapper):
         return self.env.reset(seed=episode_seed, options=options)
 
 
-def _make_gym_env(config: EnvConfig) -> gym.Env:
+def _make_gym_env(config: EnvConfig, *, evaluation: bool = False) -> gym.Env:
+    if config.name == IQUITOS and evaluation and config.eval_backend == TWIN:
+        # lazy: the twin reads the built site (pvlib behind the site builder); Gymnasium-only runs never need it
+        from iquitos_lightning.envs.twin import make_twin
+        from iquitos_lightning.envs.twin_gym import TwinGymEnv  # lazy: as the twin above
+
+        twin = make_twin(config.site, data_root=Path(config.data_root), record=True, **site_env_options(config))
+        return TwinGymEnv(twin)
     if config.name == IQUITOS:
         try:
             # lazy: CityLearn (and pvlib behind the site builder) load in seconds; Gymnasium-only runs never need them
@@ -152,8 +165,9 @@ def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
     """The TorchRL env of ``config`` on the CPU; ``evaluation`` picks the evaluation seed stream.
 
     With ``backend="twin"`` the training env is the batched twin (``num_envs`` envs); an
-    evaluation env is always CityLearn. With ``num_workers`` > 1 this is the training process's own
-    env (specs, and the seed stream of worker 0); the workers build theirs from :func:`worker_env_makers`.
+    evaluation env is CityLearn unless ``eval_backend`` is ``"twin"``. With ``num_workers`` > 1 this is the
+    training process's own env (specs, and the seed stream of worker 0); the workers build theirs from
+    :func:`worker_env_makers`.
     """
     if config.name == IQUITOS and config.backend == TWIN and not evaluation:
         # lazy: the twin reads the built site (pvlib behind the site builder); Gymnasium-only runs never need it
@@ -169,7 +183,7 @@ def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
             seed=config.seed,
             **site_env_options(config),
         )
-    return _make_single_env(config, config.eval_seed if evaluation else config.seed)
+    return _make_single_env(config, config.eval_seed if evaluation else config.seed, evaluation=evaluation)
 
 
 def env_specs(config: EnvConfig) -> EnvBase:
@@ -215,8 +229,8 @@ def _make_worker_env(config: EnvConfig, base_seed: int) -> EnvBase:
     return _make_single_env(config, base_seed)
 
 
-def _make_single_env(config: EnvConfig, base_seed: int) -> EnvBase:
-    seeding = EpisodeSeeding(FiniteValues(_make_gym_env(config), config.name), base_seed)
+def _make_single_env(config: EnvConfig, base_seed: int, *, evaluation: bool = False) -> EnvBase:
+    seeding = EpisodeSeeding(FiniteValues(_make_gym_env(config, evaluation=evaluation), config.name), base_seed)
     if is_flat_box_env(seeding):
         return FlatGymEnv(seeding)  # the Iquitos site, Pendulum...: one layer instead of four (envs/gym_env.py)
     return general_torchrl_env(seeding)

@@ -8,11 +8,16 @@ How it runs:
 - every (agent, seed) is one ``fit`` of the agent's training profile (``configs/<agent>_<profile>.yaml``)
   in its own subprocess (isolated memory, crash contained, ``--jobs`` runs several at once), under
   ``<runs>/<site>/<agent>-seed<k>/``, with the site, seed and frame budget overridden;
-- its last evaluation (one deterministic episode of the full year, on CityLearn) is its KPI row:
-  the run report's ``kpis.json``. Validation runs once, at the end of the budget;
+- its last evaluation (one deterministic episode of the full year, on CityLearn or, with the profile's
+  ``env.eval_backend: twin``, on the bit-equal twin) is its KPI row: the run report's ``kpis.json``.
+  Validation runs ``--evaluations`` times, evenly spaced, the last at the end of the budget: the learning
+  curves of the comparison (``report/evaluations.csv`` of each run);
 - resumable: a run whose report shows the budget done is kept and skipped; an interrupted one
   resumes from its ``last.ckpt``. The command can run across several sittings;
-- the references (uncontrolled, rule-based, LP optimum) come from ``results/<site>/baselines.json``,
+- one table per objective (the profiles' ``env.objective``): ``comparison_<objective>.md|csv|json``;
+  agent entries are algorithms (``ppo``) or variants (``ppo_fleet``: ``configs/ppo_fleet_<profile>.yaml``);
+- the references (uncontrolled, rule-based, tariff rule, MPC and LP optimum of the objective) come from
+  ``results/<site>/baselines.json``,
   made by the ``baselines`` command when missing or made for another version of the site config.
 
 Budget-derived settings: SAC's random warm-up (``init_random_frames``) is capped at a fifth of the
@@ -42,8 +47,9 @@ from iquitos_lightning.report.comparison import (
     EV_SERVICE_TOLERANCE,
     comparison_markdown,
     comparison_rows,
-    plot_co2_cost_bars,
+    objective_value,
     plot_learning_curves,
+    plot_objective_and_co2_bars,
 )
 from iquitos_lightning.site.config import load_site_config
 
@@ -55,9 +61,14 @@ class CompareError(ValueError):
     """A ``compare`` argument that cannot work (unknown agent, missing profile, bad budget)."""
 
 
+def algorithm_of(entry: str) -> str:
+    """The algorithm of an ``--agents`` entry: ``ppo`` of ``ppo`` or of a variant such as ``ppo_fleet``."""
+    return entry.split("_", 1)[0]
+
+
 @dataclass(frozen=True)
 class RunSpec:
-    """One training run of the comparison."""
+    """One training run of the comparison (``agent`` is the row: ``sac``, or a variant such as ``ppo_fleet``)."""
 
     agent: str
     seed: int
@@ -128,9 +139,9 @@ def overrides_for(agent: str, overrides: list[str]) -> dict[str, str]:
         key, equals, value = setting.lstrip("-").partition("=")
         if not equals or not key:
             raise CompareError(f"override {override!r} is not [agent:]key=value")
-        if scope and scope not in AGENTS:
+        if scope and algorithm_of(scope) not in AGENTS:
             raise CompareError(f"override {override!r} names unknown agent {scope!r}: choose from {', '.join(AGENTS)}")
-        if scope in ("", agent):
+        if scope in ("", agent, algorithm_of(agent)):
             applicable[key] = value
     return applicable
 
@@ -144,9 +155,16 @@ def plan_runs(
     runs_root: Path,
     extra_overrides: list[str] | None = None,
     configs: Path = Path("configs"),
+    evaluations: int = 1,
 ) -> list[RunSpec]:
-    """The runs of a comparison, in order (agent by agent, seed by seed); ``frames`` is one budget or one per agent."""
-    unknown = [agent for agent in agents if agent not in AGENTS]
+    """The runs of a comparison, in order (agent by agent, seed by seed); ``frames`` is one budget or one per agent.
+
+    An agent entry is an algorithm (``ppo``) or a variant of one (``ppo_fleet``: the profile
+    ``configs/ppo_fleet_<profile>.yaml``); runs go to ``<runs_root>/<site>/<objective>/<entry>-seed<k>`` where
+    the objective is the profile's ``env.objective`` (``thesis`` when unset)."""
+    if evaluations < 1:
+        raise CompareError(f"--evaluations must be 1 or more, got {evaluations}")
+    unknown = [agent for agent in agents if algorithm_of(agent) not in AGENTS]
     if unknown:
         raise CompareError(f"unknown agent(s) {unknown}: choose from {', '.join(AGENTS)}")
     budgets = frames if isinstance(frames, dict) else dict.fromkeys(agents, frames)
@@ -160,26 +178,49 @@ def plan_runs(
         agent_overrides = overrides_for(agent, extra_overrides or [])
         per_batch = int(agent_overrides.get(FRAMES_PER_BATCH, init_args["rollout"]["frames_per_batch"]))
         budget = math.ceil(budgets[agent] / per_batch) * per_batch
+        # evenly spaced evaluations, the last at the end of the budget (each a whole number of rollouts)
+        period = math.ceil(budget / evaluations / per_batch) * per_batch
+        objective = profile_objective(path, agent_overrides)
         for seed in range(seeds):
-            run_dir = runs_root / site_name / f"{agent}-seed{seed}"
+            run_dir = runs_root / site_name / objective / f"{agent}-seed{seed}"
             overrides = [
                 f"--seed_everything={seed}",
                 f"--model.init_args.env.site={site_path}",
                 f"--model.init_args.env.seed={1000 * seed}",
                 f"--model.init_args.rollout.frame_budget={budget}",
-                f"--model.init_args.rollout.eval_every_frames={budget}",
+                f"--model.init_args.rollout.eval_every_frames={period}",
                 "--model.init_args.rollout.eval_episodes=1",
                 f"--trainer.logger.init_args.save_dir={run_dir.parent}",
                 f"--trainer.logger.init_args.name={run_dir.name}",
                 f"--checkpoint.dirpath={run_dir / 'checkpoints'}",
                 "--trainer.enable_progress_bar=false",
             ]
-            if agent == "sac":
+            if algorithm_of(agent) == "sac":
                 warmup = min(int(init_args.get("init_random_frames", 0)), budget // SAC_WARMUP_SHARE)
                 overrides.append(f"--model.init_args.init_random_frames={warmup}")
             overrides += [f"--{key}={value}" for key, value in agent_overrides.items()]
             specs.append(RunSpec(agent, seed, path, run_dir, budget, tuple(overrides)))
     return specs
+
+
+OBJECTIVE = "model.init_args.env.objective"
+
+
+def profile_objective(path: Path, overrides: dict[str, str] | None = None) -> str:
+    """The objective a profile trains on (an override of ``env.objective`` wins; ``thesis`` when unset)."""
+    if overrides and OBJECTIVE in overrides:
+        return overrides[OBJECTIVE]
+    env = yaml.safe_load(path.read_text())["model"]["init_args"].get("env") or {}
+    return str(env.get("objective", "thesis"))
+
+
+def profile_eval_backend(path: Path, overrides: dict[str, str]) -> str:
+    """The simulator a run's evaluations ran on (``env.eval_backend``: ``citylearn`` when unset)."""
+    key = f"--{OBJECTIVE.rsplit('.', 1)[0]}.eval_backend"
+    if key in overrides:
+        return overrides[key]
+    env = yaml.safe_load(path.read_text())["model"]["init_args"].get("env") or {}
+    return str(env.get("eval_backend", "citylearn"))
 
 
 def run_one(spec: RunSpec, threads: int) -> RunOutcome:
@@ -250,18 +291,15 @@ def run_metadata(command: list[str], specs: list[RunSpec], outcomes: list[RunOut
     }
 
 
-def learning_curve(run_dir: Path) -> pd.DataFrame:
-    """``frames`` and ``episode_return`` of every finished training episode, over all versions of a run's CSV log."""
-    parts = []
-    for metrics in sorted(run_dir.glob("version_*/metrics.csv")):
-        log = pd.read_csv(metrics)
-        if {"train/episode_return", "progress/frames_done"} <= set(log.columns):
-            rows = log.dropna(subset=["train/episode_return", "progress/frames_done"])
-            parts.append(rows[["progress/frames_done", "train/episode_return"]])
-    if not parts:
-        return pd.DataFrame(columns=["frames", "episode_return"])
-    curve = pd.concat(parts).set_axis(["frames", "episode_return"], axis=1)
-    return curve.drop_duplicates("frames", keep="last").sort_values("frames")
+def learning_curve(run_dir: Path, objective: str) -> pd.DataFrame:
+    """The run's evaluations during training (``report/evaluations.csv``): frames, the objective's value, CO2, cost,
+    peak import; empty when the run wrote none."""
+    path = run_dir / "report" / "evaluations.csv"
+    if not path.exists():
+        return pd.DataFrame(columns=["frames", "objective_value"])
+    curve = pd.read_csv(path)
+    curve["objective_value"] = [objective_value(row, objective, agent=True) for row in curve.to_dict("records")]
+    return curve.sort_values("frames")
 
 
 def reference_kpis(site_path: Path, results_root: Path, console: Console) -> dict[str, Any]:
@@ -287,10 +325,15 @@ def run_compare(
     extra_overrides: list[str],
     command: list[str],
     console: Console | None = None,
+    evaluations: int = 1,
 ) -> Path:
     """The whole command: references, runs, aggregation, outputs. Returns ``results/<site>/``."""
     console = console or Console()
-    specs = plan_runs(site_path, agents, seeds, frames, profile, runs_root, extra_overrides)
+    specs = plan_runs(site_path, agents, seeds, frames, profile, runs_root, extra_overrides, evaluations=evaluations)
+    objectives = {spec.run_dir.parent.name for spec in specs}
+    if len(objectives) != 1:
+        raise CompareError(f"the agents' profiles train on different objectives ({sorted(objectives)}): one table each")
+    objective = objectives.pop()
     references = reference_kpis(site_path, results_root, console)
     outcomes = run_all(specs, jobs, console)
     failed = [outcome.spec.name for outcome in outcomes if outcome.status == "failed"]
@@ -299,25 +342,33 @@ def run_compare(
     for outcome in outcomes:
         if outcome.kpis:
             runs_by_agent[outcome.spec.agent].append(outcome.kpis)
-    table = comparison_rows(references["kpis"], runs_by_agent, float(references["ev_unmet_unavoidable_kwh"]))
+    unavoidable = float(references["ev_unmet_unavoidable_kwh"])
+    table = comparison_rows(references["kpis"], runs_by_agent, unavoidable, objective)
 
     site_name = references["site"]
     out_dir = results_root / site_name
     out_dir.mkdir(parents=True, exist_ok=True)
     currency = references.get("currency", "PEN")
     markdown = comparison_markdown(table, currency)
-    settings = {"site": site_name, "agents": agents, "seeds": list(range(seeds)), "frames_requested": frames}
-    settings |= {"profile": profile, "extra_overrides": extra_overrides, "failed_runs": failed}
+    settings = {"site": site_name, "objective": objective, "agents": agents, "seeds": list(range(seeds))}
+    settings |= {"frames_requested": frames, "profile": profile, "extra_overrides": extra_overrides}
+    settings["failed_runs"] = failed
+    first_overrides = dict(override.split("=", 1) for override in specs[0].overrides)
+    settings["eval_backend"] = profile_eval_backend(specs[0].profile_path, first_overrides)
     metadata = run_metadata(command, specs, outcomes, **settings)
-    (out_dir / "comparison.md").write_text(_comparison_report(markdown, metadata, references, table))
-    table.to_csv(out_dir / "comparison.csv")
+    stem = f"comparison_{objective}"
+    (out_dir / f"{stem}.md").write_text(_comparison_report(markdown, metadata, references, table))
+    table.to_csv(out_dir / f"{stem}.csv")
+    curves = {spec.name: learning_curve(spec.run_dir, objective) for spec in specs}
     summary = {**metadata, "table": json.loads(table.to_json(orient="index")), "per_run": _per_run(outcomes)}
-    (out_dir / "comparison.json").write_text(json.dumps(summary, indent=2) + "\n")
-    curves = {spec.name: learning_curve(spec.run_dir) for spec in specs}
-    plot_learning_curves({name: curve for name, curve in curves.items() if len(curve)}, out_dir / "learning_curves.png")
-    plot_co2_cost_bars(table, out_dir / "co2_cost.png", currency=currency, title=f"site {site_name}")
+    summary["curves"] = {name: json.loads(curve.to_json(orient="records")) for name, curve in curves.items()}
+    (out_dir / f"{stem}.json").write_text(json.dumps(summary, indent=2) + "\n")
+    curves_png, bars_png = out_dir / f"learning_curves_{objective}.png", out_dir / f"objective_co2_{objective}.png"
+    drawn = {name: curve for name, curve in curves.items() if len(curve)}
+    plot_learning_curves(drawn, curves_png, title=f"{site_name}, {objective}:", references=table, currency=currency)
+    plot_objective_and_co2_bars(table, bars_png, currency=currency, title=f"site {site_name}, objective {objective}")
     console.print(markdown, markup=False, soft_wrap=True)
-    console.print(f"Wrote {out_dir}/ (comparison.md, .csv, .json, learning_curves.png, co2_cost.png)")
+    console.print(f"Wrote {out_dir}/ ({stem}.md, .csv, .json, {curves_png.name}, {bars_png.name})")
     if failed:
         raise CompareError(f"{len(failed)} run(s) failed: {', '.join(failed)} (logs: <run>/compare.log)")
     return out_dir
@@ -330,22 +381,32 @@ def _per_run(outcomes: list[RunOutcome]) -> dict[str, dict[str, Any]]:
 def _comparison_report(markdown: str, metadata: dict, references: dict, table: pd.DataFrame) -> str:
     budgets = ", ".join(sorted({f"{run['agent']} {run['frame_budget']:,}" for run in metadata["runs"]}))
     not_served = [str(name) for name, served in table["ev_served"].items() if not served]
+    objective = metadata["objective"]
+    simulator = (
+        "the twin (bit-equal to CityLearn: tests/envs/test_twin.py)"
+        if metadata.get("eval_backend") == "twin"
+        else "CityLearn"
+    )
     lines = [
-        f"# Agents against the references: site `{metadata['site']}`",
+        f"# Agents against the references: site `{metadata['site']}`, objective `{objective}`",
         "",
         f"Made by `{metadata['command']}` at git revision `{metadata['git_revision']}`; "
         f"seeds {metadata['seeds']}; training frames per run: {budgets}; profile `{metadata['profile']}`.",
         "",
         markdown,
-        "- References: `uncontrolled` (every socket at full power, BESS idle), `rule_based`, `optimum` (the "
-        "perfect-foresight LP replayed through CityLearn): from `baselines.json`.",
-        "- Agents: mean ± std over seeds of one deterministic evaluation episode of the full year on CityLearn, "
+        f"- References (from `baselines.json`, every row through the EV guarantee): `uncontrolled`, `rule_based`, "
+        f"`tariff_rule` (rule-based + night BESS charge and flat peak-window import, previous-days forecasts), "
+        f"`mpc_forecast_{objective}` / `mpc_perfect_{objective}` (24 h LP of this objective re-solved hourly, "
+        f"previous-days / perfect forecasts), `optimum_{objective}` (the perfect-foresight LP of this objective).",
+        f"- Agents: mean ± std over seeds of one deterministic evaluation episode of the full year on {simulator}, "
         "after training on the same year (there is no separate test year: the table measures control quality "
         "on the year the agent was trained on, as the references do).",
-        "- CO2 gap closed = (CO2 uncontrolled - CO2 agent) / (CO2 uncontrolled - CO2 optimum).",
+        "- Gap closed = (value - rule_based) / (optimum - rule_based) on this objective: 0 % is the rule-based "
+        "controller, 100 % the optimum, below 0 worse than the rule.",
         f"- EVs served: unmet EV energy at most the unavoidable {references['ev_unmet_unavoidable_kwh']:,.0f} kWh "
         f"(need beyond charger x dwell) plus {100 * EV_SERVICE_TOLERANCE:g} % of the rule-based EV energy served.",
+        f"- Learning curves: `learning_curves_{objective}.png` (each run's evaluations during training).",
     ]
     if not_served:
-        lines.append(f"- **EV service not met by: {', '.join(not_served)}** (their CO2 is not comparable as is).")
+        lines.append(f"- **EV service not met by: {', '.join(not_served)}**.")
     return "\n".join(lines) + "\n"

@@ -1,9 +1,11 @@
 """The comparison table: references and agents (mean +/- std over seeds) on the same year, with plots.
 
 Why its own module: the aggregation is the claim the project makes, so it is a plain function of
-the per-run KPI rows, tested with hand-computed numbers. The share of the CO2 gap an agent closes is
-``(CO2_uncontrolled - CO2_agent) / (CO2_uncontrolled - CO2_optimum)``: 0 % is no better than
-plugging everything in at once, 100 % is the perfect-foresight optimum.
+the per-run KPI rows, tested with hand-computed numbers. Each table is of one objective (``thesis`` or
+``tariff``, the one the agents were trained on): every row shows its value on that objective and the share
+of the rule-based-to-optimum gap of that objective it closes, ``(value - rule) / (optimum - rule)``: 0 % is
+the rule-based controller, 100 % the perfect-foresight LP of that objective; beside it the tariff-aware
+rule and both MPC variants of that objective.
 An agent serves EVs when its unmet EV energy is within :data:`EV_SERVICE_TOLERANCE` of the
 unavoidable unmet energy (need beyond charger power x dwell, which no controller can deliver).
 """
@@ -24,55 +26,85 @@ import pandas as pd  # noqa: E402
 from iquitos_lightning.report.plots import save_figure  # noqa: E402
 from iquitos_lightning.report.tables import column_label, format_value  # noqa: E402
 
-REFERENCES = ("uncontrolled", "rule_based", "optimum")
+REFERENCES = ("uncontrolled", "rule_based", "optimum")  # the rows of a reference table made before the objectives
+# The references of each objective, in the order a reader compares them (baselines.json rows).
+OBJECTIVE_REFERENCES = (
+    "uncontrolled",
+    "rule_based",
+    "tariff_rule",
+    "mpc_forecast_{objective}",
+    "mpc_perfect_{objective}",
+    "optimum_{objective}",
+)
+OBJECTIVE_VALUE = {"thesis": "thesis_return", "tariff": "tariff_cost"}  # higher return is better, lower bill is
 TABLE_KPIS = (
-    "grid_import_kwh",
-    "co2_kg",
+    "objective_value",
+    "objective_gap_closed_pct",
     "co2_t",
     "cost",
     "peak_import_kw",
     "pv_self_consumption_pct",
     "ev_energy_served_kwh",
     "ev_unmet_kwh",
-    "departures_below_required",
     "bess_equivalent_full_cycles",
-    "co2_gap_closed_pct",
 )
 EV_SERVICE_TOLERANCE = 0.01  # share of the EV energy served by the rule-based reference
 
 
-def gap_closed_pct(co2: float, uncontrolled: float, optimum: float) -> float:
-    """Share (%) of the uncontrolled-to-optimum CO2 gap that ``co2`` closes."""
-    gap = uncontrolled - optimum
-    return float("nan") if abs(gap) < 1e-9 else 100.0 * (uncontrolled - co2) / gap
+def gap_closed_pct(value: float, start: float, best: float) -> float:
+    """Share (%) of the ``start``-to-``best`` gap that ``value`` closes (0: no better than ``start``; 100: ``best``)."""
+    gap = best - start
+    return float("nan") if abs(gap) < 1e-9 else 100.0 * (value - start) / gap
+
+
+def reference_names(references: Mapping[str, object], objective: str) -> list[str]:
+    """The reference rows of ``objective`` in ``references`` (an older table: uncontrolled, rule-based, optimum)."""
+    names = [name.format(objective=objective) for name in OBJECTIVE_REFERENCES]
+    present = [name for name in names if name in references]
+    return present if f"optimum_{objective}" in present else [name for name in REFERENCES if name in references]
+
+
+def objective_value(kpis: Mapping[str, float], objective: str, agent: bool) -> float:
+    """A row's value on ``objective``: the thesis return (an agent trained on it: its evaluation return) or the
+    tariff bill (currency per year)."""
+    if agent and objective == "thesis":
+        return float(kpis.get("episode_return", float("nan")))
+    return float(kpis.get(OBJECTIVE_VALUE[objective], float("nan")))
 
 
 def comparison_rows(
     references: Mapping[str, Mapping[str, float]],
     runs_by_agent: Mapping[str, Sequence[Mapping[str, float]]],
     unavoidable_unmet_kwh: float,
+    objective: str = "thesis",
 ) -> pd.DataFrame:
     """One row per controller: references as they are, agents as mean and std over their runs.
 
     Columns: each KPI of :data:`TABLE_KPIS` (the mean for agents) and ``<kpi>_std`` (agents only),
     ``seeds`` and ``ev_served`` (unmet EV energy within tolerance of the unavoidable part).
+    ``objective_value`` is the row's thesis return or tariff bill, ``objective_gap_closed_pct`` the share of
+    the rule-based-to-optimum gap of that objective it closes (the agents' own objective: what they optimise).
     """
-    uncontrolled, optimum = references["uncontrolled"]["co2_kg"], references["optimum"]["co2_kg"]
+    names = reference_names(references, objective)
+    best_name = f"optimum_{objective}" if f"optimum_{objective}" in names else "optimum"
+    rule = objective_value(references["rule_based"], objective, agent=False)
+    best = objective_value(references[best_name], objective, agent=False)
     tolerance = EV_SERVICE_TOLERANCE * references["rule_based"]["ev_energy_served_kwh"]
 
-    def derived(kpis: Mapping[str, float]) -> dict[str, float]:
+    def derived(kpis: Mapping[str, float], agent: bool) -> dict[str, float]:
         row = {name: float(kpis[name]) for name in TABLE_KPIS if name in kpis}
         row["co2_t"] = float(kpis["co2_kg"]) / 1000
-        row["co2_gap_closed_pct"] = gap_closed_pct(float(kpis["co2_kg"]), uncontrolled, optimum)
+        row["objective_value"] = objective_value(kpis, objective, agent)
+        row["objective_gap_closed_pct"] = gap_closed_pct(row["objective_value"], rule, best)
         return row
 
     rows: dict[str, dict[str, float | bool | int]] = {}
-    for name in REFERENCES:
-        rows[name] = {**derived(references[name]), "seeds": 0}
+    for name in names:
+        rows[name] = {**derived(references[name], agent=False), "seeds": 0}
     for agent, runs in runs_by_agent.items():
         if not runs:
             continue
-        table = pd.DataFrame([derived(run) for run in runs])
+        table = pd.DataFrame([derived(run, agent=True) for run in runs])
         row: dict[str, float | bool | int] = {name: float(table[name].mean()) for name in table.columns}
         row |= {f"{name}_std": float(table[name].std(ddof=1)) if len(table) > 1 else 0.0 for name in table.columns}
         row["seeds"] = len(table)
@@ -80,80 +112,124 @@ def comparison_rows(
     frame = pd.DataFrame.from_dict(rows, orient="index")
     frame["ev_served"] = frame["ev_unmet_kwh"] <= unavoidable_unmet_kwh + tolerance
     frame.index.name = "controller"
+    frame.attrs["objective"] = objective
     return frame
 
 
-def _label(kpi: str, currency: str) -> str:
+def _label(kpi: str, currency: str, objective: str) -> str:
     if kpi == "co2_t":
         return "co2 [t]"
-    if kpi == "co2_gap_closed_pct":
-        return "CO2 gap closed [%]"
+    if kpi == "objective_value":
+        return "thesis return (higher is better)" if objective == "thesis" else f"tariff bill [{currency}/yr]"
+    if kpi == "objective_gap_closed_pct":
+        return "rule-to-optimum gap closed [%]"
     return column_label(kpi, currency)
 
 
-def _cell(kpi: str, value: float) -> str:
+def _cell(kpi: str, value: float, objective: str) -> str:
+    if np.isnan(value):
+        return "-"
     if kpi == "co2_t":
         return f"{value:,.1f}"
-    if kpi == "co2_gap_closed_pct":
-        return "-" if np.isnan(value) else f"{value:,.1f}"
+    if kpi == "objective_value":
+        return f"{value:,.2f}" if objective == "thesis" else f"{value:,.0f}"
+    if kpi == "objective_gap_closed_pct":
+        return f"{value:,.1f}"
     return format_value(kpi, value)
 
 
 def comparison_markdown(table: pd.DataFrame, currency: str = "PEN") -> str:
     """The table as Markdown: agents as ``mean +/- std (n seeds)``, EV service flagged where it fails."""
+    objective = table.attrs.get("objective", "thesis")
     kpis = [kpi for kpi in TABLE_KPIS if kpi in table.columns]
-    headers = ["controller", *(_label(kpi, currency) for kpi in kpis), "EVs served"]
+    headers = ["controller", *(_label(kpi, currency, objective) for kpi in kpis), "EVs served"]
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join([":---", *["---:"] * len(kpis), ":---:"]) + "|"]
     for controller, row in table.iterrows():
         seeds = int(row["seeds"])
         cells = []
         for kpi in kpis:
-            text = _cell(kpi, row[kpi])
+            text = _cell(kpi, row[kpi], objective)
             std = row.get(f"{kpi}_std")
-            if seeds > 1 and std is not None and not np.isnan(std):
-                text += f" ± {_cell(kpi, std)}"
+            if seeds > 1 and std is not None and not np.isnan(std) and not np.isnan(row[kpi]):
+                text += f" ± {_cell(kpi, std, objective)}"
             cells.append(text)
         name = f"{controller} ({seeds} seeds)" if seeds else str(controller)
         lines.append("| " + " | ".join([name, *cells, "yes" if row["ev_served"] else "**NO**"]) + " |")
     return "\n".join(lines) + "\n"
 
 
-def plot_learning_curves(curves: Mapping[str, pd.DataFrame], path: Path, *, title: str = "") -> Path:
-    """Training episode return over env frames of every run, one colour per agent."""
-    figure, axis = plt.subplots(figsize=(10, 5))
-    colours = {}
+# Panels of the comparison's learning curves: (column of a run's evaluations, axis label, scale).
+CURVE_PANELS = (
+    ("objective_value", "", 1.0),
+    ("co2_kg", "CO2 [t]", 1e-3),
+    ("cost", "energy cost [k {currency}]", 1e-3),
+    ("peak_import_kw", "peak grid import [kW]", 1.0),
+)
+
+
+def plot_learning_curves(
+    curves: Mapping[str, pd.DataFrame],
+    path: Path,
+    *,
+    title: str = "",
+    references: pd.DataFrame | None = None,
+    currency: str = "PEN",
+) -> Path:
+    """The evaluations during training of every run over env frames (one colour per agent row): the value of the
+    objective, CO2, energy cost and peak import; the references of ``references`` (a :func:`comparison_rows`
+    table) as horizontal lines, so a curve reads against the rule-based controller and the optimum."""
+    objective = references.attrs.get("objective", "thesis") if references is not None else "thesis"
+    figure, axes = plt.subplots(len(CURVE_PANELS), 1, figsize=(10, 3 * len(CURVE_PANELS)), sharex=True)
+    colours: dict[str, str] = {}
     for name, curve in curves.items():
         agent = name.split("-seed")[0]
         colour = colours.setdefault(agent, f"C{len(colours)}")
-        axis.plot(curve["frames"], curve["episode_return"], color=colour, marker=".", lw=1.2, alpha=0.8, label=agent)
-    handles, labels = axis.get_legend_handles_labels()
-    one_per_agent = dict(zip(labels, handles, strict=True))
-    axis.legend(one_per_agent.values(), one_per_agent.keys(), frameon=False)
-    axis.set_xlabel("environment frames")
-    axis.set_ylabel("training episode return")
-    axis.grid(alpha=0.3)
-    axis.set_title(f"{title} learning curves (every run)".strip(), loc="left")
+        for axis, (column, _, scale) in zip(axes, CURVE_PANELS, strict=True):
+            if column in curve:
+                values = curve[column] * scale
+                axis.plot(curve["frames"], values, color=colour, marker=".", lw=1.2, alpha=0.8, label=agent)
+    if references is not None:
+        lines = {"rule_based": ":", "tariff_rule": "-.", f"optimum_{objective}": "--"}
+        for axis, (column, _, scale) in zip(axes, CURVE_PANELS, strict=True):
+            for name, style in lines.items():
+                if name in references.index and column in references.columns:
+                    level = float(references.loc[name, column]) * scale
+                    axis.axhline(level, color="#555555", ls=style, lw=1, label=name)
+    value_label = "thesis return (higher is better)" if objective == "thesis" else f"tariff bill [{currency}/yr]"
+    for axis, (column, label, _) in zip(axes, CURVE_PANELS, strict=True):
+        axis.set_ylabel(value_label if column == "objective_value" else label.format(currency=currency))
+        axis.grid(alpha=0.3)
+    handles, labels = axes[0].get_legend_handles_labels()
+    one_each = dict(zip(labels, handles, strict=True))
+    axes[0].legend(one_each.values(), one_each.keys(), frameon=False, fontsize=8)
+    axes[-1].set_xlabel("environment frames (training)")
+    axes[0].set_title(f"{title} evaluations during training (deterministic policy, full year)".strip(), loc="left")
     figure.tight_layout()
     return save_figure(figure, path)
 
 
-def plot_co2_cost_bars(table: pd.DataFrame, path: Path, *, currency: str = "PEN", title: str = "") -> Path:
-    """CO2 and cost per controller (agents with their std over seeds), the optimum drawn as a line."""
+def plot_objective_and_co2_bars(table: pd.DataFrame, path: Path, *, currency: str = "PEN", title: str = "") -> Path:
+    """The objective's value and CO2 per controller (agents with their std over seeds), the optimum as a line."""
+    objective = table.attrs.get("objective", "thesis")
+    value_unit = "thesis return (higher is better)" if objective == "thesis" else f"tariff bill [k {currency}/yr]"
+    value_scale = 1.0 if objective == "thesis" else 1e-3
+    panels = (("objective_value", value_unit, value_scale, objective), ("co2_t", "t CO2 per year", 1.0, "CO2"))
     figure, axes = plt.subplots(1, 2, figsize=(12, 4.8))
     names = list(table.index)
     positions = np.arange(len(names))
-    for axis, kpi, unit, scale in ((axes[0], "co2_kg", "t CO2", 1e-3), (axes[1], "cost", f"k {currency}", 1e-3)):
+    best = next(name for name in (f"optimum_{objective}", "optimum") if name in table.index)
+    for axis, (kpi, unit, scale, heading) in zip(axes, panels, strict=True):
         values = table[kpi].to_numpy(dtype=float) * scale
         errors = table.get(f"{kpi}_std", pd.Series(0.0, index=table.index)).fillna(0.0).to_numpy(dtype=float) * scale
-        colours = ["#7f7f7f" if name in REFERENCES else "#1f77b4" for name in names]
+        colours = ["#1f77b4" if table.loc[name, "seeds"] else "#7f7f7f" for name in names]
         axis.bar(positions, values, yerr=errors, color=colours, capsize=4)
-        axis.axhline(float(table.loc["optimum", kpi]) * scale, color="#2ca02c", lw=1.5, ls="--", label="optimum")
+        axis.axhline(float(table.loc[best, kpi]) * scale, color="#2ca02c", lw=1.5, ls="--", label=best)
         low, high = float(np.nanmin(values - errors)), float(np.nanmax(values + errors))
         margin = 0.15 * max(high - low, 1e-9)
         axis.set_ylim(low - margin, high + margin)  # differences are a few percent: do not start at zero
-        axis.set_xticks(positions, names, rotation=20)
+        axis.set_xticks(positions, names, rotation=20, ha="right")
         axis.set_ylabel(unit)
-        axis.set_title(f"{'CO2' if kpi == 'co2_kg' else 'cost'} per year", loc="left")
+        axis.set_title(heading, loc="left")
         axis.grid(axis="y", alpha=0.3)
         axis.legend(frameon=False)
     figure.suptitle(title, fontsize=13)

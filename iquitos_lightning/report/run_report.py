@@ -27,6 +27,15 @@ from iquitos_lightning.report.tables import kpi_table, to_markdown  # noqa: E402
 CO2_KPI = "co2_kg"
 
 
+# The evaluation KPIs drawn under the return, when the evaluation env is the site: (key, axis label, scale).
+CURVE_KPIS = (
+    (CO2_KPI, "CO2 [t]", 1e-3),
+    ("cost", "energy cost [k currency]", 1e-3),
+    ("peak_import_kw", "peak grid import [kW]", 1.0),
+    ("tariff_cost", "tariff bill [k currency]", 1e-3),
+)
+
+
 def plot_learning_curve(
     train_returns: Sequence[tuple[int, float]],
     evaluations: Sequence[Mapping[str, float]],
@@ -34,11 +43,10 @@ def plot_learning_curve(
     *,
     title: str = "",
 ) -> Path:
-    """Episode return over env frames (training episodes and evaluations); below it, each evaluation's CO2."""
-    with_co2 = any(CO2_KPI in evaluation for evaluation in evaluations)
-    figure, axes = plt.subplots(
-        2 if with_co2 else 1, 1, figsize=(10, 7 if with_co2 else 4.2), sharex=True, squeeze=False
-    )
+    """Episode return over env frames (training episodes and evaluations); below it, each evaluation's CO2, energy
+    cost, peak import and tariff bill (those the evaluations hold): what shows whether the policy got better."""
+    panels = [kpi for kpi in CURVE_KPIS if any(kpi[0] in evaluation for evaluation in evaluations)]
+    figure, axes = plt.subplots(1 + len(panels), 1, figsize=(10, 4.2 + 2.4 * len(panels)), sharex=True, squeeze=False)
     return_axis = axes[0, 0]
     if train_returns:
         frames, returns = zip(*train_returns, strict=True)
@@ -59,18 +67,23 @@ def plot_learning_curve(
         return_axis.legend(frameon=False)
     else:
         return_axis.text(0.5, 0.5, "no finished episode yet", ha="center", va="center", transform=return_axis.transAxes)
-    if with_co2:
-        co2_axis = axes[1, 0]
-        points = [
-            (evaluation["frames"], evaluation[CO2_KPI] / 1000) for evaluation in evaluations if CO2_KPI in evaluation
-        ]
-        co2_axis.plot(*zip(*points, strict=True), color="#2ca02c", lw=1.6, marker="o")
-        co2_axis.set_ylabel("CO2 of the evaluation episode [t]")
-        co2_axis.grid(alpha=0.3)
+    for row, (kpi, label, scale) in enumerate(panels, start=1):
+        axis = axes[row, 0]
+        points = [(evaluation["frames"], evaluation[kpi] * scale) for evaluation in evaluations if kpi in evaluation]
+        axis.plot(*zip(*points, strict=True), color=f"C{row + 1}", lw=1.6, marker="o")
+        axis.set_ylabel(label)
+        axis.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("environment frames")
     figure.suptitle(f"{title} learning curve".strip(), fontsize=13)
     figure.tight_layout()
     return save_figure(figure, path)
+
+
+def write_evaluations(path: Path, evaluations: Sequence[Mapping[str, float]]) -> Path:
+    """Every evaluation of the run (frames, return, KPIs) as CSV: the learning curves ``compare`` draws."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(list(evaluations)).to_csv(path, index=False)
+    return path
 
 
 def write_kpi_row(path: Path, row: Mapping[str, Any]) -> Path:
@@ -105,6 +118,8 @@ def write_run_report(
     row = {"controller": controller, "stage": stage, **counters, **metrics}
     written.append(write_kpi_row(folder / "kpis.json", row))
     written.append(plot_learning_curve(train_returns, evaluations, folder / "learning_curve.png", title=controller))
+    if evaluations:
+        written.append(write_evaluations(folder / "evaluations.csv", evaluations))
     if site_flows is not None:
         flows, year = site_flows
         written.append(
