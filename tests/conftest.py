@@ -18,6 +18,12 @@ os.environ["WANDB_SILENT"] = "true"
 REPO = Path(__file__).resolve().parents[1]
 os.chdir(REPO)
 
+# The suite runs in parallel (pyproject: ``-n auto --dist loadfile``, one worker per core). Each worker gets its
+# share of the cores for torch's intra-op threads: workers x threads = cores, never more threads than cores.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // _WORKERS))
+
 
 @pytest.fixture(autouse=True)
 def _torch_threads_restored() -> Iterator[None]:
