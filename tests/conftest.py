@@ -20,9 +20,13 @@ os.chdir(REPO)
 
 # The suite runs in parallel (pyproject: ``-n auto --dist loadfile``, one worker per core). Each worker gets its
 # share of the cores for torch's intra-op threads: workers x threads = cores, never more threads than cores.
+# Subprocesses (the CLI tests, collector workers) inherit the share through OMP_NUM_THREADS: two processes each
+# spinning two OpenMP threads on two cores ran SAC updates ~4x slower than one thread each (measured here).
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _WORKERS > 1:
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // _WORKERS))
+    _THREADS = max(1, (os.cpu_count() or 1) // _WORKERS)
+    torch.set_num_threads(_THREADS)
+    os.environ["OMP_NUM_THREADS"] = str(_THREADS)
 
 
 @pytest.fixture(autouse=True)
