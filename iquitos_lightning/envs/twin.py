@@ -339,11 +339,11 @@ class IquitosTwin(EnvBase):
             charger_efficiency=self.charger_efficiency,
             guarantee=self.ev_guarantee,
         )
+        hourly, hourly_f32 = self._hourly[t], self._hourly_f32[t]
+        in_window = self._in_peak_window[t]
         if self.action_layout == RULE_RESIDUAL:
-            hourly_now = self._hourly[t]
-            in_window = self._in_peak_window[t] > 0
             bess = self.site_config.bess
-            action = add_rule(action, hourly_now[:, 0], hourly_now[:, 1], bands, soc[:, 0].to(F64), in_window, bess)
+            action = add_rule(action, hourly[:, 0], hourly[:, 1], bands, soc[:, 0].to(F64), in_window > 0, bess)
         socket_fraction = socket_power(self.action_layout, action, bands) / self._charger_kw
         physical = torch.cat([action[:, :1], socket_fraction], -1)
 
@@ -355,7 +355,6 @@ class IquitosTwin(EnvBase):
         soc_after = torch.where(connected, soc_end[:, 1:], soc_before)
 
         # Building.update_variables: float32 net (see the module docstring).
-        hourly, hourly_f32 = self._hourly[t], self._hourly_f32[t]
         ev_total_f32 = socket_kw.sum(-1, dtype=F64).to(torch.float32)
         net = (((hourly_f32[:, 0] + bess_kw) + hourly_f32[:, 1]) + ev_total_f32).to(F64)
         grid_import = net.clamp_min(0.0)
@@ -375,7 +374,6 @@ class IquitosTwin(EnvBase):
             price_per_kwh=hourly[:, 2],
             carbon_intensity_kg_per_kwh=hourly[:, 3],
         )
-        in_window = self._in_peak_window[t]
         if self.objective == TARIFF:
             amount = tariff_amount(
                 grid_import,
