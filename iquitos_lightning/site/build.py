@@ -32,7 +32,9 @@ The CityLearn mapping (one building, central agent, offline, nothing autosized):
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,14 +186,38 @@ def build_site(
             sessions=ev.sessions,
         )
         calibration = _calibration(series, pv_result.calibration, ev)
-        if path.exists():
-            shutil.rmtree(path)
-        path.mkdir(parents=True)
-        _write_dataset(path, series, times, pv_result)
-        (path / CALIBRATION_FILE).write_text(json.dumps(calibration, indent=2, sort_keys=True) + "\n")
-        hash_path.write_text(wanted_hash + "\n")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.building-", dir=path.parent))
+        try:
+            _write_dataset(staging, series, times, pv_result)
+            (staging / CALIBRATION_FILE).write_text(json.dumps(calibration, indent=2, sort_keys=True) + "\n")
+            (staging / HASH_FILE).write_text(wanted_hash + "\n")
+            _install_folder(staging, path, wanted_hash)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
         bar.advance(task)
     return BuildResult(path=path, schema_path=path / SCHEMA_FILE, series=series, calibration=calibration, cached=False)
+
+
+def _install_folder(staging: Path, path: Path, wanted_hash: str) -> None:
+    """Put a fully written dataset folder at ``path`` with renames only, so no reader sees a half-written one.
+
+    Why: ``compare --jobs 2`` on a fresh clone starts two runs that both find no dataset and build it at once;
+    writing in place, the second crashed on the first's half-made folder (``FileExistsError: .../chargers``).
+    Each builder writes its own staging folder beside ``path``; an old folder is renamed aside and deleted; if
+    another builder installed the same dataset first (same hash), its copy is kept and this one dropped.
+    """
+    old = path.with_name(f".{path.name}.old-{os.getpid()}")
+    if path.exists():
+        path.rename(old)
+    try:
+        staging.rename(path)
+    except OSError:  # another process installed its copy between the two renames
+        installed = path / HASH_FILE
+        if not (installed.is_file() and installed.read_text().strip() == wanted_hash):
+            raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def expected_files(config: SiteConfig) -> dict[str, int]:

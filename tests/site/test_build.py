@@ -69,3 +69,22 @@ def test_default_site_meets_the_site_md_targets(tmp_path: Path) -> None:
     assert figures["pv_performance_ratio"] == pytest.approx(0.80, abs=0.03)
     assert figures["mall_kwh"] == pytest.approx(12_368_653, rel=0.01)
     assert figures["ev_energy_kwh_per_day"] == pytest.approx(900, rel=0.15)
+
+
+def test_builds_racing_for_one_folder_both_succeed_and_leave_one_whole_dataset(tmp_path: Path) -> None:
+    """``compare --jobs 2`` on a fresh clone: two runs build the same missing site at once."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "site"
+    code = (
+        "import sys; from pathlib import Path; from iquitos_lightning.site.build import build_site; "
+        "from iquitos_lightning.site.config import load_site_config; "
+        f"build_site(load_site_config(Path({str(TINY.resolve())!r})), Path(sys.argv[1]), force=True, progress=False)"
+    )
+    builders = [subprocess.Popen([sys.executable, "-c", code, str(out)], stderr=subprocess.PIPE) for _ in range(3)]
+    errors = [builder.communicate(timeout=300)[1].decode() for builder in builders]
+    assert [builder.returncode for builder in builders] == [0, 0, 0], errors
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]  # no staging or old folder left behind
+    cached = build_site(load_site_config(TINY), out, progress=False)
+    assert cached.cached and len(_all_files(out)) > 8
