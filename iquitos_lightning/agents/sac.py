@@ -21,7 +21,7 @@ from torch.optim import Adam
 from torchrl.objectives import SACLoss
 
 from iquitos_lightning.agents.config import RolloutConfig
-from iquitos_lightning.agents.networks import initialise_lazy, make_actor, make_q_value
+from iquitos_lightning.agents.networks import initialise_lazy, make_actor, make_q_value, zero_policy_mean
 from iquitos_lightning.agents.off_policy import NonModule, OffPolicyAgent
 from iquitos_lightning.agents.replay import ReplayBufferConfig
 from iquitos_lightning.agents.speed import SpeedConfig
@@ -48,6 +48,12 @@ class SAC(OffPolicyAgent):
         updates_per_frame: gradient updates per collected frame (the update-to-data ratio).
         init_random_frames: frames of uniformly random actions before learning starts.
         loss_function: Q regression loss ("l2", "smooth_l1", "l1").
+        zero_mean_start: start the policy's mean at action 0 for every observation (its output layer zeroed):
+            with ``env.actions: rule_residual`` the untrained policy then *is* the rule-based controller.
+        initial_scale: the policy's Gaussian scale at the start (before the tanh); 1 covers the action range,
+            about 0.1 explores near the mean (with ``zero_mean_start``: near the rule).
+        actor_delay_frames: frames during which only the Q networks learn (the policy and the entropy
+            coefficient wait): a policy that starts at a good controller is not moved by an untrained critic.
         speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
 
@@ -72,14 +78,22 @@ class SAC(OffPolicyAgent):
         updates_per_frame: float = 1.0,
         init_random_frames: int = 1_000,
         loss_function: str = "l2",
+        zero_mean_start: bool = False,
+        initial_scale: float = 1.0,
+        actor_delay_frames: int = 0,
         speed: SpeedConfig | None = None,
     ) -> None:
         super().__init__(env, rollout, buffer, batch_size, updates_per_frame, init_random_frames, speed)
         self.learning_rates = (actor_lr, critic_lr, alpha_lr)
 
-        self.actor = make_actor(self.train_env, hidden_sizes, activation, return_log_prob=self.actor_log_prob)
+        self.actor_delay_frames = actor_delay_frames
+        self.actor = make_actor(
+            self.train_env, hidden_sizes, activation, return_log_prob=self.actor_log_prob, initial_scale=initial_scale
+        )
         q_value = make_q_value(self.train_env, hidden_sizes, activation)
         initialise_lazy(self.train_env, self.actor, q_value)
+        if zero_mean_start:
+            zero_policy_mean(self.actor)
         self.loss_module = SACLoss(
             actor_network=self.actor,
             qvalue_network=q_value,
@@ -113,9 +127,13 @@ class SAC(OffPolicyAgent):
         ]
 
     def loss_terms(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Q regression to the soft Bellman target, policy and entropy-coefficient losses, summed."""
+        """Q regression to the soft Bellman target, policy and entropy-coefficient losses, summed (the Q loss
+        alone during ``actor_delay_frames``: the policy and alpha get no gradient, so their optimizers skip)."""
         losses = self.loss_module(batch)
-        total = losses["loss_actor"] + losses["loss_qvalue"] + losses["loss_alpha"]
+        if self.frames_done < self.actor_delay_frames:
+            total = losses["loss_qvalue"]
+        else:
+            total = losses["loss_actor"] + losses["loss_qvalue"] + losses["loss_alpha"]
         return total, {
             key: losses[key].detach() for key in ("loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy")
         }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
 from agents_testkit import cpu_trainer
 
 from iquitos_lightning.agents import SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
@@ -27,3 +28,47 @@ def test_sac_on_a_batched_twin_stores_flat_transitions(tmp_path):
     assert stored.batch_size == (64,)  # one item per transition, not one per env's 8-step trajectory
     assert stored["observation"].shape == (64, agent.train_env.observation_spec["observation"].shape[-1])
     assert agent.updates_done == 64  # one update per frame from the batch that completes the random frames on
+
+
+def residual_sac(tmp_path: Path, **overrides) -> SAC:
+    return SAC(
+        env=EnvConfig(site=TINY, data_root=str(tmp_path / "data"), backend="twin", num_envs=4, actions="rule_residual"),
+        rollout=RolloutConfig(frame_budget=64, frames_per_batch=32, eval_every_frames=64, eval_episodes=0),
+        buffer=ReplayBufferConfig(capacity=1_000),
+        hidden_sizes=(16, 16),
+        batch_size=16,
+        init_random_frames=0,
+        **overrides,
+    )
+
+
+def test_a_zero_mean_start_acts_exactly_as_the_rule(tmp_path):
+    from tensordict.nn import InteractionType, set_interaction_type
+
+    agent = residual_sac(tmp_path, zero_mean_start=True, initial_scale=0.1)
+    state = agent.train_env.reset()
+    with set_interaction_type(InteractionType.DETERMINISTIC):
+        action = agent.actor(state.clone())["action"]
+    assert action.abs().max().item() == 0.0  # residual 0 = the rule-based controller (tests/envs/test_twin.py)
+    scale = agent.actor.module[0](state.clone())["scale"]
+    assert torch.allclose(scale, torch.full_like(scale, 0.1))
+
+    fresh = residual_sac(tmp_path)  # the default start: a random network, whose mean is not 0
+    with set_interaction_type(InteractionType.DETERMINISTIC):
+        assert fresh.actor(state.clone())["action"].abs().max().item() > 0.0
+
+
+def test_actor_delay_trains_the_critic_only(tmp_path):
+    def parameters(module: torch.nn.Module) -> list[torch.Tensor]:
+        return [p.detach().clone() for p in module.parameters()]
+
+    for delay, actor_moves in ((1_000, False), (0, True)):
+        agent = residual_sac(tmp_path, zero_mean_start=True, actor_delay_frames=delay)
+        actor_before = parameters(agent.actor)
+        critic_before = parameters(agent.loss_module.qvalue_network_params)
+        cpu_trainer(limit_val_batches=0).fit(agent)
+        assert agent.updates_done > 0
+        actor_changed = any(not torch.equal(a, b) for a, b in zip(actor_before, parameters(agent.actor), strict=True))
+        critic_after = parameters(agent.loss_module.qvalue_network_params)
+        assert any(not torch.equal(a, b) for a, b in zip(critic_before, critic_after, strict=True))
+        assert actor_changed is actor_moves
