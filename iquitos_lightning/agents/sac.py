@@ -54,6 +54,9 @@ class SAC(OffPolicyAgent):
             about 0.1 explores near the mean (with ``zero_mean_start``: near the rule).
         actor_delay_frames: frames during which only the Q networks learn (the policy and the entropy
             coefficient wait): a policy that starts at a good controller is not moved by an untrained critic.
+        residual_penalty: weight of the policy mean's mean square (before the tanh) in the actor loss: with
+            ``rule_residual`` it holds the policy near the rule unless the critic's gradient keeps pointing
+            away (a behaviour-regularised actor, as TD3+BC regularises towards the data's actions).
         speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
 
@@ -81,12 +84,14 @@ class SAC(OffPolicyAgent):
         zero_mean_start: bool = False,
         initial_scale: float = 1.0,
         actor_delay_frames: int = 0,
+        residual_penalty: float = 0.0,
         speed: SpeedConfig | None = None,
     ) -> None:
         super().__init__(env, rollout, buffer, batch_size, updates_per_frame, init_random_frames, speed)
         self.learning_rates = (actor_lr, critic_lr, alpha_lr)
 
         self.actor_delay_frames = actor_delay_frames
+        self.residual_penalty = residual_penalty
         self.actor = make_actor(
             self.train_env, hidden_sizes, activation, return_log_prob=self.actor_log_prob, initial_scale=initial_scale
         )
@@ -134,6 +139,9 @@ class SAC(OffPolicyAgent):
             total = losses["loss_qvalue"]
         else:
             total = losses["loss_actor"] + losses["loss_qvalue"] + losses["loss_alpha"]
+            if self.residual_penalty:
+                loc = self.actor.module[0](batch.select("observation"))["loc"]
+                total = total + self.residual_penalty * loc.square().mean()
         return total, {
             key: losses[key].detach() for key in ("loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy")
         }

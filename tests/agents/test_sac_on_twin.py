@@ -72,3 +72,20 @@ def test_actor_delay_trains_the_critic_only(tmp_path):
         critic_after = parameters(agent.loss_module.qvalue_network_params)
         assert any(not torch.equal(a, b) for a, b in zip(critic_before, critic_after, strict=True))
         assert actor_changed is actor_moves
+
+
+def test_the_residual_penalty_pulls_the_policy_mean_to_the_rule(tmp_path):
+    def mean_abs_loc(agent: SAC) -> float:
+        state = agent.train_env.reset()
+        return agent.actor.module[0](state.clone())["loc"].abs().mean().item()
+
+    torch.manual_seed(0)
+    held = residual_sac(tmp_path, residual_penalty=1_000.0, actor_lr=1e-2)  # a random start: mean off 0
+    before = mean_abs_loc(held)
+    cpu_trainer(limit_val_batches=0).fit(held)
+    assert mean_abs_loc(held) < 0.1 * before
+
+    torch.manual_seed(0)
+    free = residual_sac(tmp_path, actor_lr=1e-2)
+    cpu_trainer(limit_val_batches=0).fit(free)
+    assert mean_abs_loc(free) > 0.3 * before
