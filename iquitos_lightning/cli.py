@@ -28,7 +28,6 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
 from __future__ import annotations
 
 import difflib
-import inspect
 import re
 import sys
 from pathlib import Path
@@ -95,11 +94,19 @@ def one_line_parse_error(message: str, known_options: list[str]) -> str:
     given = GIVEN_CLASS.search(message)
     if given:
         try:
-            known_options = list(inspect.signature(import_object(given.group(1))).parameters)
+            known_options = class_options(given.group(1))
         except (ImportError, AttributeError, ValueError):
             pass
     close = difflib.get_close_matches(option, known_options, n=1)
     return f"unknown option {option!r}" + (f": did you mean {close[0]!r}?" if close else "")
+
+
+def class_options(class_path: str) -> list[str]:
+    """The option names of a class's constructor as jsonargparse sees them: PPO's and A2C's ``**kwargs`` resolved
+    into the on-policy layer's parameters, which ``inspect.signature`` would not show."""
+    parser = LightningArgumentParser()
+    parser.add_class_arguments(import_object(class_path))
+    return sorted({action.dest.rsplit(".", 1)[-1] for action in parser._actions})
 
 
 class OneLineErrorParser(LightningArgumentParser):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from iquitos_lightning.cli import run_lightning_cli
+from iquitos_lightning.cli import one_line_parse_error, run_lightning_cli
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = str(REPO / "configs" / "smoke.yaml")
@@ -90,3 +90,9 @@ def test_a_budget_shorter_than_the_checkpoint_period_still_ends_with_a_checkpoin
     assert code == 0
     checkpoint = torch.load(tmp_path / "smoke" / "checkpoints" / "last.ckpt", weights_only=False)
     assert checkpoint["rl_state"]["frames_done"] == 336
+
+
+def test_a_misspelled_option_of_a_given_class_is_matched_against_its_inherited_parameters():
+    # PPO declares its own hyperparameters and passes the on-policy ones on as **kwargs
+    message = "Problem with given class_path 'iquitos_lightning.agents.PPO': Option 'hiden_sizes' is not accepted"
+    assert one_line_parse_error(message, []) == "unknown option 'hiden_sizes': did you mean 'hidden_sizes'?"
