@@ -6,6 +6,7 @@ sign or scale; only numbers worked out by hand can. Each example states its arit
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -205,3 +206,17 @@ def test_the_scales_of_a_site_come_from_its_largest_hour_and_its_equipment() -> 
     free = SiteSeries(**{**series.__dict__, "price_per_kwh": np.zeros(3), "carbon_intensity_kg_per_kwh": np.zeros(3)})
     assert RewardScales.for_series(free).max_price == 1e-9  # never a division by zero
     assert RewardScales.for_series(free).max_carbon == 1e-9
+    slow = [dataclasses.replace(fleet, charger_kw=0.1) for fleet in config.ev.fleets]  # 4 sockets x 0.1 kW
+    slow_site = dataclasses.replace(config, ev=dataclasses.replace(config.ev, fleets=slow))
+    assert RewardScales.for_series(SiteSeries(**{**series.__dict__, "config": slow_site})).ev_power_kw == pytest.approx(
+        0.4
+    )  # below 1 kW the real power still counts (the floor is only against a division by zero)
+
+
+def test_the_grid_term_is_quadratic() -> None:
+    """-(import / max import)^2: 800 of 1000 kW costs 0.64, 200 kW only 0.04 (the example above's 0.5 gives
+    0.25, which x / 2 also gives)."""
+    for imported, expected in ((800.0, -0.64), (200.0, -0.04)):
+        assert grid_term(StepOutcome(**{**OUTCOME.__dict__, "grid_import_kw": imported}), SCALES) == pytest.approx(
+            expected
+        )
