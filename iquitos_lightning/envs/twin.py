@@ -50,10 +50,11 @@ from torchrl.envs import EnvBase, RewardSum, StepCounter, TransformedEnv
 
 from iquitos_lightning.envs import objectives
 from iquitos_lightning.envs.actions import PER_SOCKET, RULE_RESIDUAL, action_count, socket_bands, socket_power
+from iquitos_lightning.envs.finite import FiniteTensorValues
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
 from iquitos_lightning.envs.rule_prior import add_rule
 from iquitos_lightning.envs.site_data import built_site
-from iquitos_lightning.envs.site_tables import SOCKET_FEATURES, build_site_tables, observation_vector
+from iquitos_lightning.envs.site_tables import SOCKET_FEATURES, build_site_tables, observation_names, observation_vector
 from iquitos_lightning.envs.twin_physics import SiteModels
 from iquitos_lightning.metrics.flows import DEPARTURE_COLUMNS, FLOW_COLUMNS
 from iquitos_lightning.site.config import SiteConfig
@@ -463,11 +464,13 @@ def make_twin(
 def make_torchrl_twin(
     site: str | Path | SiteConfig = "configs/site/iquitos-2026.yaml", **twin_options: Any
 ) -> TransformedEnv:
-    """The twin as agents see it: ``StepCounter`` + ``RewardSum`` (as ``make_env`` gives the CityLearn env).
+    """The twin as agents see it: ``StepCounter`` + ``RewardSum`` (as ``make_env`` gives the CityLearn env), and
+    the finite-value check every training env has (a NaN in the site's data stops the run naming the observation).
 
     ``twin_options`` are :func:`make_twin`'s keyword arguments (batch size, device, layout, objective, starts...).
     """
     twin = make_twin(site, **twin_options)
     env = TransformedEnv(twin, StepCounter())
     env.append_transform(RewardSum())
+    env.append_transform(FiniteTensorValues("iquitos twin", observation_names(twin.sockets, twin.objective)))
     return env
