@@ -258,8 +258,7 @@ def run_lightning_cli(args: list[str]) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except SIGTERMException:  # Lightning stops after the batch in progress; FrameCheckpoint has saved
-        print("terminated (SIGTERM): resume with the same command and --ckpt_path last", file=sys.stderr)
-        return TERMINATED_EXIT_CODE
+        return _interrupted_exit_code() or _say_stopped("terminated (SIGTERM)", None)
     except SystemExit as exit_:  # Lightning exits with 1 on a second Ctrl-C (after saving)
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
         return _interrupted_exit_code() or code
@@ -286,12 +285,24 @@ def _finish_wandb_run() -> None:
 
 
 def _interrupted_exit_code() -> int:
-    """130, after saying where the checkpoint is, when the run was stopped by Ctrl-C; else 0."""
+    """130 (Ctrl-C) or 143 (SIGTERM), after saying where the checkpoint is, when the run was stopped; else 0."""
     request = interrupt.last_request()
     if request is None or not request.requested:
         return 0
-    where = (
-        f"checkpoint saved to {request.saved_to}" if request.saved_to else "the last checkpoint was already up to date"
-    )
-    print(f"interrupted: {where}; resume with the same command and --ckpt_path last", file=sys.stderr)
-    return INTERRUPTED_EXIT_CODE
+    how = "terminated (SIGTERM)" if request.terminated else "interrupted"
+    return _say_stopped(how, request, TERMINATED_EXIT_CODE if request.terminated else INTERRUPTED_EXIT_CODE)
+
+
+def _say_stopped(how: str, request: interrupt.InterruptRequest | None, code: int = TERMINATED_EXIT_CODE) -> int:
+    """The one line of a stopped run: where its checkpoint is and how to resume; returns ``code``."""
+    if request is not None and request.saved_to:
+        where = f"checkpoint saved to {request.saved_to}"
+    elif request is not None and request.up_to_date:
+        where = f"the last checkpoint, {request.up_to_date}, was already up to date"
+    elif request is not None:
+        where = "the last checkpoint was already up to date"
+    else:
+        print(f"{how} before training started: nothing to save", file=sys.stderr)
+        return code
+    print(f"{how}: {where}; resume with the same command and --ckpt_path last", file=sys.stderr)
+    return code

@@ -11,9 +11,12 @@ from __future__ import annotations
 import logging
 import warnings
 
-# Lightning's rank-zero logger, where the litlogger tip is an INFO record.
+# Lightning's rank-zero logger, where the litlogger tip is an INFO record, and its signal connector, which
+# logs "[rank: 0] Received SIGTERM: 15" above the CLI's own line saying where the checkpoint is.
 LIGHTNING_RANK_ZERO_LOGGER = "lightning.pytorch.utilities.rank_zero"
-NOISE_IN_LOG_RECORDS = ("try installing [litlogger]",)
+LIGHTNING_SIGNAL_LOGGER = "lightning.pytorch.trainer.connectors.signal_connector"
+NOISY_LOGGERS = (LIGHTNING_RANK_ZERO_LOGGER, LIGHTNING_SIGNAL_LOGGER)
+NOISE_IN_LOG_RECORDS = ("try installing [litlogger]", "Received SIGTERM")
 NOISE_WARNINGS = (r"`isinstance\(treespec, LeafSpec\)` is deprecated",)
 
 
@@ -28,11 +31,13 @@ _FILTER = _DropKnownNoise()
 
 def quiet_library_noise(verbose: bool = False) -> None:
     """Drop the known library messages (nothing when ``verbose``); idempotent."""
-    logger = logging.getLogger(LIGHTNING_RANK_ZERO_LOGGER)
+    loggers = [logging.getLogger(name) for name in NOISY_LOGGERS]
     if verbose:
-        logger.removeFilter(_FILTER)
+        for logger in loggers:
+            logger.removeFilter(_FILTER)
         return
-    if _FILTER not in logger.filters:
-        logger.addFilter(_FILTER)
+    for logger in loggers:
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
     for message in NOISE_WARNINGS:
         warnings.filterwarnings("ignore", message=message)
