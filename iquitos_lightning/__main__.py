@@ -107,7 +107,8 @@ def run_default_job() -> int:
         console.print(f"No reference table yet: `python -m iquitos_lightning baselines --site {DEFAULT_SITE}`")
 
     console.print(f"[bold]Training SAC on the tiny site[/] ({SMOKE_CONFIG}) ...")
-    if code := run_lightning_cli(["fit", "--config", str(SMOKE_CONFIG)]):
+    # --run.new: a second main job moves the first one's runs/smoke aside instead of being refused.
+    if code := run_lightning_cli(["fit", "--config", str(SMOKE_CONFIG), "--run.new"]):
         return code
     checkpoint = "runs/smoke/checkpoints/last.ckpt"
     if code := run_lightning_cli(["test", "--config", str(SMOKE_CONFIG), "--ckpt_path", checkpoint]):

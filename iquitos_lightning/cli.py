@@ -21,6 +21,8 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
   a run stopped by Ctrl-C exits with 130 after its checkpoint is saved;
 - an explicit ``--ckpt_path`` is checked before anything is built, and its hyperparameters never
   replace the command line's (:mod:`iquitos_lightning.fastpath.cli_checkpoint`).
+- one run per folder: a ``fit`` without ``--ckpt_path`` on a checkpoint folder that holds checkpoints is
+  refused unless ``--run.new`` moves the earlier run aside (:mod:`iquitos_lightning.training.run_folder`);
 - ``profile: auto`` / ``--profile auto``: sizes, precision and buffer chosen for the device, explicit
   settings win (:mod:`iquitos_lightning.profile.auto_profile`).
 """
@@ -68,6 +70,7 @@ from iquitos_lightning.training.callbacks import (
 )
 from iquitos_lightning.training.checkpoint_io import SafeCheckpointIO
 from iquitos_lightning.training.quiet import quiet_library_noise
+from iquitos_lightning.training.run_folder import RunOptions, claim_run_folder
 from iquitos_lightning.training.tracking import TrackingConfig, resolve_wandb_mode, wandb_loggers
 
 DEFAULT_LOGGER = {
@@ -127,6 +130,7 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
         parser.add_lightning_class_args(OutOfMemoryHandler, "oom")
         parser.add_lightning_class_args(RunReport, "report")
         parser.add_class_arguments(TrackingConfig, "tracking")
+        parser.add_class_arguments(RunOptions, "run")
         parser.set_defaults(
             {
                 "trainer.max_epochs": -1,
@@ -177,10 +181,29 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
                     f"--ckpt_path last: no checkpoint in {folder} to resume; start without --ckpt_path, or point "
                     "--checkpoint.dirpath at the run's checkpoint folder"
                 )
+        if self.subcommand == "fit":
+            self._claim_run_folder(config, move=False)  # refused now, before anything is built
         if trainer.enable_progress_bar is not False and not _has_progress_bar(trainer.callbacks):
             trainer.callbacks = [*(trainer.callbacks or []), Namespace(class_path=PROGRESS_BAR, init_args=Namespace())]
         if config.tracking.wandb and resolve_wandb_mode() != "disabled":
             trainer.logger = _with_wandb_logger(trainer.logger, config.tracking.project)
+
+    def before_fit(self) -> None:
+        """``--run.new``: the earlier run's folder moves aside only now, once every class is built (a config
+        error never moves a run for nothing); without it the refusal came before anything was built."""
+        self._claim_run_folder(self.config[self.subcommand], move=True)
+
+    @staticmethod
+    def _claim_run_folder(config: Any, *, move: bool) -> None:
+        """A fresh ``fit`` (no ``--ckpt_path``) never writes beside an earlier run's checkpoints (run_folder.py)."""
+        if config.get("ckpt_path") is not None or not config.checkpoint.dirpath or config.run.new != move:
+            return
+        root = _logger_root(config.trainer.logger)
+        run_root = Path(root) if root else None
+        for moved, aside in claim_run_folder(Path(str(config.checkpoint.dirpath)), run_root, new=config.run.new):
+            print(f"--run.new: the earlier run's {moved} is now {aside}", file=sys.stderr)
+        if move and run_root is not None:
+            run_root.mkdir(parents=True, exist_ok=True)  # the W&B logger was given it when it was built
 
 
 class ConfigToWandb(SaveConfigCallback):
@@ -236,7 +259,7 @@ def _logger_root(logger: Any) -> str | None:
 def run_lightning_cli(args: list[str]) -> int:
     """Run ``fit``/``validate``/``test``/``predict`` with ``args``; returns the process exit code."""
     verbose = "--verbose" in args
-    args = [arg for arg in args if arg != "--verbose"]
+    args = _bare_flags_valued([arg for arg in args if arg != "--verbose"])
     quiet_library_noise(verbose)  # the litlogger tip and LeafSpec warning; --verbose keeps them
     apply_memory_cap()  # IQUITOS_GPU_MEMORY_CAP_GIB: a large GPU run as a smaller card (hardware.py)
     saved_argv = sys.argv
@@ -275,6 +298,19 @@ def run_lightning_cli(args: list[str]) -> int:
         sys.argv = saved_argv
         _finish_wandb_run()
     return _interrupted_exit_code()
+
+
+BARE_FLAGS = ("--run.new",)
+
+
+def _bare_flags_valued(args: list[str]) -> list[str]:
+    """``--run.new`` alone means ``--run.new=true`` (jsonargparse wants a value after a bool option)."""
+    valued = []
+    for index, arg in enumerate(args):
+        following = args[index + 1].lower() if index + 1 < len(args) else ""
+        bare = arg in BARE_FLAGS and following not in ("true", "false")
+        valued.append(f"{arg}=true" if bare else arg)
+    return valued
 
 
 def _finish_wandb_run() -> None:
