@@ -92,19 +92,21 @@ def test_a_fit_removes_the_kpi_row_of_an_earlier_test_from_the_run_folder(tmp_pa
     assert not stale.exists()  # `test` writes it again for the weights trained now
 
 
-def test_the_litlogger_tip_and_the_leafspec_warning_are_gone_unless_verbose(tmp_path: Path) -> None:
+def test_the_litlogger_tip_the_leafspec_and_wandb_anonymous_warnings_are_gone_unless_verbose(tmp_path: Path) -> None:
     def smoke(*extra: str) -> str:
         command = [sys.executable, "-m", "iquitos_lightning", "fit", "--config", "configs/smoke.yaml",
-                   f"--trainer.logger.init_args.save_dir={tmp_path}", f"--checkpoint.dirpath={tmp_path}/{len(extra)}",
+                   f"--trainer.logger.init_args.save_dir={tmp_path}/{len(extra)}",
                    "--model.init_args.rollout.frame_budget=56", "--model.init_args.rollout.eval_episodes=0",
-                   "--tracking.wandb=false", *extra]  # fmt: skip
-        done = subprocess.run(command, cwd=REPO, env=NO_CUDA, capture_output=True, text=True, timeout=300)
+                   *extra]  # fmt: skip
+        environment = {**NO_CUDA, "WANDB_MODE": "offline"}  # W&B as a user gets it: an offline run
+        done = subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         return done.stdout + done.stderr
 
     quiet, verbose = smoke(), smoke("--verbose")
-    assert "installing [litlogger]" not in quiet and "LeafSpec" not in quiet
+    assert "installing [litlogger]" not in quiet and "LeafSpec" not in quiet and "anonymous setting" not in quiet
     assert "installing [litlogger]" in verbose  # filtered at the source, not lost
+    assert "The anonymous setting has no effect" in verbose
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,11 @@
 """Library noise filtered at its source, so a run's output is the run's: ``--verbose`` shows it again.
 
 Why: every `fit` printed Lightning's advertisement for litlogger and a LeafSpec deprecation warning that
-Lightning's own pytree helper triggers inside torch; neither is about the user's run, and the line that
-matters (an error, the checkpoint folder) drowned among them. Each filter matches one known message, so
-anything new still shows.
+Lightning's own pytree helper triggers inside torch, and W&B warned that "the anonymous setting has no
+effect" (Lightning's ``WandbLogger`` always passes ``anonymous=None``; the W&B logger of
+:mod:`~iquitos_lightning.training.tracking` leaves it out when :func:`library_noise_quieted`). None is about
+the user's run, and the line that matters (an error, the checkpoint folder) drowned among them. Each filter
+matches one known message, so anything new still shows.
 """
 
 from __future__ import annotations
@@ -27,10 +29,18 @@ class _DropKnownNoise(logging.Filter):
 
 
 _FILTER = _DropKnownNoise()
+_quiet = False  # set by quiet_library_noise; read where a noise is avoided rather than filtered
+
+
+def library_noise_quieted() -> bool:
+    """Whether this process asked for the known noise to go (the CLI without ``--verbose``)."""
+    return _quiet
 
 
 def quiet_library_noise(verbose: bool = False) -> None:
     """Drop the known library messages (nothing when ``verbose``); idempotent."""
+    global _quiet
+    _quiet = not verbose
     loggers = [logging.getLogger(name) for name in NOISY_LOGGERS]
     if verbose:
         for logger in loggers:
