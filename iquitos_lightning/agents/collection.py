@@ -44,7 +44,7 @@ from torchrl.collectors import BaseCollector, Collector
 from torchrl.envs import EnvBase
 
 from iquitos_lightning.envs.factory import WORKER_IGNORED_SIGNALS, EnvConfig, worker_env_makers
-from iquitos_lightning.fastpath.collector_weights import WorkerAsyncCollector, WorkerSyncCollector
+from iquitos_lightning.fastpath.collector_weights import WorkerAsyncCollector, WorkerSyncCollector, close_weight_sync
 
 
 def collects_in_process(env_config: EnvConfig, overlap: bool) -> bool:
@@ -110,9 +110,7 @@ def shutdown_workers(collector: BaseCollector) -> None:
     if at_exit is not None:
         atexit.unregister(at_exit)
     collector.shutdown()
-    # TorchRL shuts these down only in their __del__ (private attribute: absent on the in-process collector).
-    for scheme in (getattr(collector, "_weight_sync_schemes", None) or {}).values():
-        scheme.shutdown()
+    close_weight_sync(collector)
 
 
 @contextlib.contextmanager
