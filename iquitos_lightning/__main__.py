@@ -14,6 +14,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
+LIGHTNING_COMMAND_HELP = {
+    "fit": "train an agent: fit --config configs/sac_cpu.yaml (resume: --ckpt_path last; fresh: --run.new)",
+    "validate": "evaluate a checkpoint on the validation episodes (--ckpt_path)",
+    "test": "evaluate a checkpoint and write its KPI row and report (--ckpt_path)",
+    "predict": "Lightning's predict loop: the agents define no predict_step, so it refuses",
+}
+MAIN_JOB = (
+    "build the default site, print its calibration and the reference table, then train SAC briefly on the "
+    "tiny site and test it (about a minute on a CPU)"
+)
 DEFAULT_SITE = Path("configs/site/iquitos-2026.yaml")
 SMOKE_CONFIG = Path("configs/smoke.yaml")
 
@@ -22,9 +32,13 @@ def _project_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m iquitos_lightning",
         description="Train and evaluate RL controllers of the Iquitos EV charging site. "
-        f"Lightning commands: {', '.join(LIGHTNING_COMMANDS)} (see `fit --help`).",
+        f"With no command it runs the main job: {MAIN_JOB}.",
+        epilog="Each command has its own --help (e.g. `python -m iquitos_lightning fit --help`).",
     )
     commands = parser.add_subparsers(dest="command", metavar="command")
+    # Listed for --help only: main() hands these to LightningCLI (iquitos_lightning/cli.py) before parsing.
+    for command, does in LIGHTNING_COMMAND_HELP.items():
+        commands.add_parser(command, help=does)
 
     build = commands.add_parser("build-site", help="write the CityLearn schema and CSVs of a site profile")
     build.add_argument("--site", type=Path, default=DEFAULT_SITE, help="site profile YAML (default: %(default)s)")
@@ -107,7 +121,8 @@ def run_default_job() -> int:
         console.print(f"No reference table yet: `python -m iquitos_lightning baselines --site {DEFAULT_SITE}`")
 
     console.print(f"[bold]Training SAC on the tiny site[/] ({SMOKE_CONFIG}) ...")
-    if code := run_lightning_cli(["fit", "--config", str(SMOKE_CONFIG)]):
+    # --run.new: a second main job moves the first one's runs/smoke aside instead of being refused.
+    if code := run_lightning_cli(["fit", "--config", str(SMOKE_CONFIG), "--run.new"]):
         return code
     checkpoint = "runs/smoke/checkpoints/last.ckpt"
     if code := run_lightning_cli(["test", "--config", str(SMOKE_CONFIG), "--ckpt_path", checkpoint]):

@@ -21,6 +21,8 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
   a run stopped by Ctrl-C exits with 130 after its checkpoint is saved;
 - an explicit ``--ckpt_path`` is checked before anything is built, and its hyperparameters never
   replace the command line's (:mod:`iquitos_lightning.fastpath.cli_checkpoint`).
+- one run per folder: a ``fit`` without ``--ckpt_path`` on a checkpoint folder that holds checkpoints is
+  refused unless ``--run.new`` moves the earlier run aside (:mod:`iquitos_lightning.training.run_folder`);
 - ``profile: auto`` / ``--profile auto``: sizes, precision and buffer chosen for the device, explicit
   settings win (:mod:`iquitos_lightning.profile.auto_profile`).
 """
@@ -28,7 +30,6 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
 from __future__ import annotations
 
 import difflib
-import inspect
 import re
 import sys
 from pathlib import Path
@@ -68,6 +69,7 @@ from iquitos_lightning.training.callbacks import (
 )
 from iquitos_lightning.training.checkpoint_io import SafeCheckpointIO
 from iquitos_lightning.training.quiet import quiet_library_noise
+from iquitos_lightning.training.run_folder import RunOptions, claim_run_folder
 from iquitos_lightning.training.tracking import TrackingConfig, resolve_wandb_mode, wandb_loggers
 
 DEFAULT_LOGGER = {
@@ -95,11 +97,19 @@ def one_line_parse_error(message: str, known_options: list[str]) -> str:
     given = GIVEN_CLASS.search(message)
     if given:
         try:
-            known_options = list(inspect.signature(import_object(given.group(1))).parameters)
+            known_options = class_options(given.group(1))
         except (ImportError, AttributeError, ValueError):
             pass
     close = difflib.get_close_matches(option, known_options, n=1)
     return f"unknown option {option!r}" + (f": did you mean {close[0]!r}?" if close else "")
+
+
+def class_options(class_path: str) -> list[str]:
+    """The option names of a class's constructor as jsonargparse sees them: PPO's and A2C's ``**kwargs`` resolved
+    into the on-policy layer's parameters, which ``inspect.signature`` would not show."""
+    parser = LightningArgumentParser()
+    parser.add_class_arguments(import_object(class_path))
+    return sorted({action.dest.rsplit(".", 1)[-1] for action in parser._actions})
 
 
 class OneLineErrorParser(LightningArgumentParser):
@@ -127,6 +137,7 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
         parser.add_lightning_class_args(OutOfMemoryHandler, "oom")
         parser.add_lightning_class_args(RunReport, "report")
         parser.add_class_arguments(TrackingConfig, "tracking")
+        parser.add_class_arguments(RunOptions, "run")
         parser.set_defaults(
             {
                 "trainer.max_epochs": -1,
@@ -177,10 +188,29 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
                     f"--ckpt_path last: no checkpoint in {folder} to resume; start without --ckpt_path, or point "
                     "--checkpoint.dirpath at the run's checkpoint folder"
                 )
+        if self.subcommand == "fit":
+            self._claim_run_folder(config, move=False)  # refused now, before anything is built
         if trainer.enable_progress_bar is not False and not _has_progress_bar(trainer.callbacks):
             trainer.callbacks = [*(trainer.callbacks or []), Namespace(class_path=PROGRESS_BAR, init_args=Namespace())]
         if config.tracking.wandb and resolve_wandb_mode() != "disabled":
             trainer.logger = _with_wandb_logger(trainer.logger, config.tracking.project)
+
+    def before_fit(self) -> None:
+        """``--run.new``: the earlier run's folder moves aside only now, once every class is built (a config
+        error never moves a run for nothing); without it the refusal came before anything was built."""
+        self._claim_run_folder(self.config[self.subcommand], move=True)
+
+    @staticmethod
+    def _claim_run_folder(config: Any, *, move: bool) -> None:
+        """A fresh ``fit`` (no ``--ckpt_path``) never writes beside an earlier run's checkpoints (run_folder.py)."""
+        if config.get("ckpt_path") is not None or not config.checkpoint.dirpath or config.run.new != move:
+            return
+        root = _logger_root(config.trainer.logger)
+        run_root = Path(root) if root else None
+        for moved, aside in claim_run_folder(Path(str(config.checkpoint.dirpath)), run_root, new=config.run.new):
+            print(f"--run.new: the earlier run's {moved} is now {aside}", file=sys.stderr)
+        if move and run_root is not None:
+            run_root.mkdir(parents=True, exist_ok=True)  # the W&B logger was given it when it was built
 
 
 class ConfigToWandb(SaveConfigCallback):
@@ -236,7 +266,7 @@ def _logger_root(logger: Any) -> str | None:
 def run_lightning_cli(args: list[str]) -> int:
     """Run ``fit``/``validate``/``test``/``predict`` with ``args``; returns the process exit code."""
     verbose = "--verbose" in args
-    args = [arg for arg in args if arg != "--verbose"]
+    args = _bare_flags_valued([arg for arg in args if arg != "--verbose"])
     quiet_library_noise(verbose)  # the litlogger tip and LeafSpec warning; --verbose keeps them
     apply_memory_cap()  # IQUITOS_GPU_MEMORY_CAP_GIB: a large GPU run as a smaller card (hardware.py)
     saved_argv = sys.argv
@@ -258,8 +288,7 @@ def run_lightning_cli(args: list[str]) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except SIGTERMException:  # Lightning stops after the batch in progress; FrameCheckpoint has saved
-        print("terminated (SIGTERM): resume with the same command and --ckpt_path last", file=sys.stderr)
-        return TERMINATED_EXIT_CODE
+        return _interrupted_exit_code() or _say_stopped("terminated (SIGTERM)", None)
     except SystemExit as exit_:  # Lightning exits with 1 on a second Ctrl-C (after saving)
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
         return _interrupted_exit_code() or code
@@ -278,6 +307,19 @@ def run_lightning_cli(args: list[str]) -> int:
     return _interrupted_exit_code()
 
 
+BARE_FLAGS = ("--run.new",)
+
+
+def _bare_flags_valued(args: list[str]) -> list[str]:
+    """``--run.new`` alone means ``--run.new=true`` (jsonargparse wants a value after a bool option)."""
+    valued = []
+    for index, arg in enumerate(args):
+        following = args[index + 1].lower() if index + 1 < len(args) else ""
+        bare = arg in BARE_FLAGS and following not in ("true", "false")
+        valued.append(f"{arg}=true" if bare else arg)
+    return valued
+
+
 def _finish_wandb_run() -> None:
     """Close the W&B run of this command so its records are complete on disk (a later command starts a new run)."""
     wandb = sys.modules.get("wandb")
@@ -286,12 +328,24 @@ def _finish_wandb_run() -> None:
 
 
 def _interrupted_exit_code() -> int:
-    """130, after saying where the checkpoint is, when the run was stopped by Ctrl-C; else 0."""
+    """130 (Ctrl-C) or 143 (SIGTERM), after saying where the checkpoint is, when the run was stopped; else 0."""
     request = interrupt.last_request()
     if request is None or not request.requested:
         return 0
-    where = (
-        f"checkpoint saved to {request.saved_to}" if request.saved_to else "the last checkpoint was already up to date"
-    )
-    print(f"interrupted: {where}; resume with the same command and --ckpt_path last", file=sys.stderr)
-    return INTERRUPTED_EXIT_CODE
+    how = "terminated (SIGTERM)" if request.terminated else "interrupted"
+    return _say_stopped(how, request, TERMINATED_EXIT_CODE if request.terminated else INTERRUPTED_EXIT_CODE)
+
+
+def _say_stopped(how: str, request: interrupt.InterruptRequest | None, code: int = TERMINATED_EXIT_CODE) -> int:
+    """The one line of a stopped run: where its checkpoint is and how to resume; returns ``code``."""
+    if request is not None and request.saved_to:
+        where = f"checkpoint saved to {request.saved_to}"
+    elif request is not None and request.up_to_date:
+        where = f"the last checkpoint, {request.up_to_date}, was already up to date"
+    elif request is not None:
+        where = "the last checkpoint was already up to date"
+    else:
+        print(f"{how} before training started: nothing to save", file=sys.stderr)
+        return code
+    print(f"{how}: {where}; resume with the same command and --ckpt_path last", file=sys.stderr)
+    return code

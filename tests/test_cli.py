@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from iquitos_lightning.cli import run_lightning_cli
+from iquitos_lightning.__main__ import main
+from iquitos_lightning.cli import one_line_parse_error, run_lightning_cli
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = str(REPO / "configs" / "smoke.yaml")
@@ -90,3 +92,20 @@ def test_a_budget_shorter_than_the_checkpoint_period_still_ends_with_a_checkpoin
     assert code == 0
     checkpoint = torch.load(tmp_path / "smoke" / "checkpoints" / "last.ckpt", weights_only=False)
     assert checkpoint["rl_state"]["frames_done"] == 336
+
+
+def test_a_misspelled_option_of_a_given_class_is_matched_against_its_inherited_parameters():
+    # PPO declares its own hyperparameters and passes the on-policy ones on as **kwargs
+    message = "Problem with given class_path 'iquitos_lightning.agents.PPO': Option 'hiden_sizes' is not accepted"
+    assert one_line_parse_error(message, []) == "unknown option 'hiden_sizes': did you mean 'hidden_sizes'?"
+
+
+def test_top_level_help_lists_every_command_and_says_no_arguments_runs_the_main_job(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    printed = capsys.readouterr().out
+    listed = {match.group(1) for match in re.finditer(r"^    (\S+)", printed, re.MULTILINE)}
+    commands = {"fit", "validate", "test", "predict", "build-site", "baselines", "bench", "gpu-check", "compare"}
+    assert listed == commands
+    assert "With no command it runs the main job" in " ".join(printed.split())  # argparse wraps lines

@@ -54,19 +54,59 @@ def test_resuming_from_a_folder_without_checkpoints_is_an_error_naming_it(tmp_pa
     assert f"error: --ckpt_path last: no checkpoint in {empty}" in capsys.readouterr().err
 
 
-def test_the_litlogger_tip_and_the_leafspec_warning_are_gone_unless_verbose(tmp_path: Path) -> None:
+def _short_fit(root: Path, *extra: str) -> int:
+    """A 56-frame fit of the tiny site writing under ``root`` (``root/smoke``), no evaluation, no W&B."""
+    return run_lightning_cli(["fit", "--config", "configs/smoke.yaml", f"--trainer.logger.init_args.save_dir={root}",
+                              "--model.init_args.rollout.frame_budget=56", "--model.init_args.rollout.eval_episodes=0",
+                              "--tracking.wandb=false", *extra])  # fmt: skip
+
+
+def test_a_fresh_fit_on_a_run_with_checkpoints_is_refused_and_run_new_moves_the_earlier_run_aside(
+    tmp_path: Path, capsys
+) -> None:
+    run, checkpoints = tmp_path / "smoke", tmp_path / "smoke" / "checkpoints"
+    assert _short_fit(tmp_path) == 0
+    first = sorted(path.name for path in checkpoints.iterdir())
+    capsys.readouterr()
+
+    assert _short_fit(tmp_path) == 2  # the same command again: refused, before anything is built or written
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1
+    assert f"error: {checkpoints} already holds the checkpoints of an earlier run" in errors[0]
+    assert (
+        "--ckpt_path last" in errors[0] and f"--run.new (moves {run} aside to {tmp_path / 'smoke-old-1'}" in errors[0]
+    )
+    assert sorted(path.name for path in checkpoints.iterdir()) == first
+
+    assert _short_fit(tmp_path, "--run.new") == 0  # a bare flag, as the error line writes it
+    assert sorted(path.name for path in (tmp_path / "smoke-old-1" / "checkpoints").iterdir()) == first
+    assert sorted(path.name for path in checkpoints.iterdir()) == first  # the new run's own, no "-v1" beside
+    assert (checkpoints / "last.ckpt").resolve().parent == checkpoints.resolve()
+
+
+def test_a_fit_removes_the_kpi_row_of_an_earlier_test_from_the_run_folder(tmp_path: Path) -> None:
+    stale = tmp_path / "smoke" / "kpis.json"
+    stale.parent.mkdir()
+    stale.write_text('{"controller": "SAC", "frames_trained": 1}')
+    assert _short_fit(tmp_path) == 0
+    assert not stale.exists()  # `test` writes it again for the weights trained now
+
+
+def test_the_litlogger_tip_the_leafspec_and_wandb_anonymous_warnings_are_gone_unless_verbose(tmp_path: Path) -> None:
     def smoke(*extra: str) -> str:
         command = [sys.executable, "-m", "iquitos_lightning", "fit", "--config", "configs/smoke.yaml",
-                   f"--trainer.logger.init_args.save_dir={tmp_path}", f"--checkpoint.dirpath={tmp_path}/{len(extra)}",
+                   f"--trainer.logger.init_args.save_dir={tmp_path}/{len(extra)}",
                    "--model.init_args.rollout.frame_budget=56", "--model.init_args.rollout.eval_episodes=0",
-                   "--tracking.wandb=false", *extra]  # fmt: skip
-        done = subprocess.run(command, cwd=REPO, env=NO_CUDA, capture_output=True, text=True, timeout=300)
+                   *extra]  # fmt: skip
+        environment = {**NO_CUDA, "WANDB_MODE": "offline"}  # W&B as a user gets it: an offline run
+        done = subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         return done.stdout + done.stderr
 
     quiet, verbose = smoke(), smoke("--verbose")
-    assert "installing [litlogger]" not in quiet and "LeafSpec" not in quiet
+    assert "installing [litlogger]" not in quiet and "LeafSpec" not in quiet and "anonymous setting" not in quiet
     assert "installing [litlogger]" in verbose  # filtered at the source, not lost
+    assert "The anonymous setting has no effect" in verbose
 
 
 @pytest.mark.parametrize(
@@ -88,7 +128,8 @@ BLOCK_CITYLEARN = "import sys; sys.modules['citylearn'] = None\n"  # as if it we
 
 def test_the_site_without_citylearn_installed_says_how_to_install_it(tmp_path: Path) -> None:
     (tmp_path / "sitecustomize.py").write_text(BLOCK_CITYLEARN)
-    command = [sys.executable, "-m", "iquitos_lightning", "fit", "--config", "configs/smoke.yaml"]
+    command = [sys.executable, "-m", "iquitos_lightning", "fit", "--config", "configs/smoke.yaml",
+               f"--trainer.logger.init_args.save_dir={tmp_path}"]  # fmt: skip
     environment = {**NO_CUDA, "PYTHONPATH": str(tmp_path)}
     done = subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2

@@ -45,7 +45,7 @@ from torch.utils.data import IterableDataset
 from torchrl.collectors import BaseCollector
 from torchrl.envs import EnvBase, ExplorationType, set_exploration_type
 
-from iquitos_lightning.agents.collection import collects_in_process, make_collector
+from iquitos_lightning.agents.collection import collects_in_process, make_collector, shutdown_workers
 from iquitos_lightning.agents.config import RolloutConfig, as_config, plain
 from iquitos_lightning.agents.guards import NonFiniteGuard, backward_and_step
 from iquitos_lightning.agents.networks import make_actor
@@ -252,7 +252,7 @@ class RLAgent(pl.LightningModule):
         """Stop the collector's worker processes (if any) and forget it; the next fit builds a new one."""
         runtime = self._runtime
         if runtime.collector is not None and not collects_in_process(self.env_config, self.rollout_config.overlap):
-            runtime.collector.shutdown()
+            shutdown_workers(runtime.collector)
         runtime.collector = runtime.iterator = None
 
     def on_fit_end(self) -> None:

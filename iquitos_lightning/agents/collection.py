@@ -29,7 +29,13 @@ their env from a picklable maker (:func:`~iquitos_lightning.envs.factory.worker_
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import copy
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import torch
@@ -37,8 +43,8 @@ from tensordict.nn import TensorDictModule
 from torchrl.collectors import BaseCollector, Collector
 from torchrl.envs import EnvBase
 
-from iquitos_lightning.envs.factory import EnvConfig, worker_env_makers
-from iquitos_lightning.fastpath.collector_weights import WorkerAsyncCollector, WorkerSyncCollector
+from iquitos_lightning.envs.factory import WORKER_IGNORED_SIGNALS, EnvConfig, worker_env_makers
+from iquitos_lightning.fastpath.collector_weights import WorkerAsyncCollector, WorkerSyncCollector, close_weight_sync
 
 
 def collects_in_process(env_config: EnvConfig, overlap: bool) -> bool:
@@ -77,6 +83,50 @@ def make_collector(
     common["policy_device"] = "cpu"
     # With overlap each worker yields whole rollouts of its own: with several workers, a rollout is one worker's.
     collector_class = WorkerAsyncCollector if overlap else WorkerSyncCollector
-    collector = collector_class(makers, worker_policy, update_at_each_batch=True, **common)
+    with stop_signals_blocked():
+        collector = collector_class(makers, worker_policy, update_at_each_batch=True, **common)
     collector.learner = policy
+    at_exit = partial(shutdown_workers, collector)
+    _SHUTDOWN_AT_EXIT[id(collector)] = at_exit
+    atexit.register(at_exit)  # dropped by shutdown_workers; see its docstring
     return collector
+
+
+_SHUTDOWN_AT_EXIT: dict[int, Callable[[], None]] = {}
+
+
+def shutdown_workers(collector: BaseCollector) -> None:
+    """Stop a collector's workers now: ``close`` to each worker (SIGKILL after TorchRL's timeout if one hangs),
+    then its weight-sync queues.
+
+    Why :func:`make_collector` also registers this at exit: a run that ended by an exception (a SIGTERM
+    included) skips ``on_fit_end``, so the collector would be left to the garbage collector at interpreter
+    shutdown, where TorchRL's weight-sync ``__del__`` starts a queue thread and waits forever for it (seen:
+    ``fit`` with workers hung after its last line), and multiprocessing's exit handler would join workers
+    that ignore SIGTERM and are not daemonic. Exit handlers run last-registered first, so this one runs
+    while threads can still start and before multiprocessing's.
+    """
+    at_exit = _SHUTDOWN_AT_EXIT.pop(id(collector), None)
+    if at_exit is not None:
+        atexit.unregister(at_exit)
+    collector.shutdown()
+    close_weight_sync(collector)
+
+
+@contextlib.contextmanager
+def stop_signals_blocked() -> Iterator[None]:
+    """SIGINT and SIGTERM held back in this thread while the workers start, delivered when it ends.
+
+    Why: a spawned worker inherits the signal mask, so a stop signal sent to the group while it is still
+    importing stays pending in it and is discarded when the worker ignores it
+    (:func:`~iquitos_lightning.envs.factory.worker_env_makers`); unblocked, it would kill the worker. The
+    training process gets its own copy of the signal as soon as the workers are started.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, WORKER_IGNORED_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

@@ -37,6 +37,11 @@ def critic_and_entropy(entropy_coef: float, critic_coef: float) -> dict[str, Any
 class OnPolicyAgent(RLAgent):
     """Actor, critic and GAE built from the env's specs; subclasses set ``loss_module`` and :meth:`learn`.
 
+    A subclass declares only its own hyperparameters (and its defaults of ``lr`` and ``gae_lambda``, which
+    this layer leaves to each algorithm) and passes the rest on as ``**kwargs``: jsonargparse resolves
+    ``super().__init__(**kwargs)`` into these parameters, so the CLI, ``--print_config`` and the YAML keys
+    still show every one, and Lightning's ``save_hyperparameters`` records them all.
+
     Args (shared by PPO and A2C):
         env: which environment (site or Gymnasium id) and its seeds.
         rollout: frame budget, frames per rollout, evaluation period and episodes.
@@ -45,6 +50,8 @@ class OnPolicyAgent(RLAgent):
         lr: Adam learning rate (actor and critic together).
         gamma: discount factor.
         gae_lambda: GAE's lambda (bias/variance of the advantage; 1.0: n-step returns).
+        entropy_coef: weight of the entropy bonus (0 disables it).
+        critic_coef: weight of the value loss.
         max_grad_norm: global gradient-norm clip (0 disables it).
         reward_scale: rewards are multiplied by this before learning (evaluation returns stay unscaled).
         speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
@@ -54,22 +61,26 @@ class OnPolicyAgent(RLAgent):
 
     def __init__(
         self,
-        env: EnvConfig | None,
-        rollout: RolloutConfig | None,
-        hidden_sizes: tuple[int, ...],
-        activation: str,
+        *,
+        env: EnvConfig | None = None,
+        rollout: RolloutConfig | None = None,
+        hidden_sizes: tuple[int, ...] = (64, 64),
+        activation: str = "tanh",
         lr: float,
-        gamma: float,
+        gamma: float = 0.99,
         gae_lambda: float,
-        max_grad_norm: float,
-        reward_scale: float,
-        speed: SpeedConfig | None,
+        entropy_coef: float = 0.0,
+        critic_coef: float = 0.5,
+        max_grad_norm: float = 0.5,
+        reward_scale: float = 1.0,
+        speed: SpeedConfig | None = None,
     ) -> None:
         super().__init__(env, rollout, speed)
         self.automatic_optimization = False
         self.lr = lr
         self.max_grad_norm = max_grad_norm
         self.reward_scale = reward_scale
+        self.loss_options = critic_and_entropy(entropy_coef, critic_coef)  # for the subclass's loss module
         self.actor = make_actor(self.train_env, hidden_sizes, activation)
         self.critic = make_state_value(self.train_env, hidden_sizes, activation)
         initialise_lazy(self.train_env, self.actor, self.critic)

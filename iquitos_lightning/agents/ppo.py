@@ -8,27 +8,26 @@ step and gradient clipping are the on-policy layer's (:mod:`.on_policy`).
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from tensordict import TensorDictBase
 from torchrl.objectives import ClipPPOLoss
 
-from iquitos_lightning.agents.config import RolloutConfig
-from iquitos_lightning.agents.on_policy import OnPolicyAgent, critic_and_entropy
-from iquitos_lightning.agents.speed import SpeedConfig
-from iquitos_lightning.envs.factory import EnvConfig
+from iquitos_lightning.agents.on_policy import OnPolicyAgent
 from iquitos_lightning.errors import ConfigError
 
 
 class PPO(OnPolicyAgent):
     """PPO with clipped surrogate, GAE advantages and a separate value network.
 
-    Args: those of :class:`~iquitos_lightning.agents.on_policy.OnPolicyAgent` (``frames_per_batch`` of the
-    rollout is CleanRL's ``num_steps``), and
+    Args: those of :class:`~iquitos_lightning.agents.on_policy.OnPolicyAgent` (passed on as ``**kwargs``;
+    ``frames_per_batch`` of the rollout is CleanRL's ``num_steps``), and
+        lr: Adam learning rate (3e-4, CleanRL's).
+        gae_lambda: GAE's lambda (0.95, CleanRL's).
         clip_epsilon: surrogate clipping range.
         epochs: passes over each rollout.
         minibatch_size: transitions per gradient step.
-        entropy_coef: weight of the entropy bonus (0 disables it).
-        critic_coef: weight of the value loss.
         normalize_advantage: standardise advantages per minibatch.
     """
 
@@ -36,26 +35,16 @@ class PPO(OnPolicyAgent):
 
     def __init__(
         self,
-        env: EnvConfig | None = None,
-        rollout: RolloutConfig | None = None,
-        hidden_sizes: tuple[int, ...] = (64, 64),
-        activation: str = "tanh",
+        *,
         lr: float = 3e-4,
-        gamma: float = 0.99,
         gae_lambda: float = 0.95,
         clip_epsilon: float = 0.2,
         epochs: int = 10,
         minibatch_size: int = 64,
-        entropy_coef: float = 0.0,
-        critic_coef: float = 0.5,
-        max_grad_norm: float = 0.5,
         normalize_advantage: bool = True,
-        reward_scale: float = 1.0,
-        speed: SpeedConfig | None = None,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(
-            env, rollout, hidden_sizes, activation, lr, gamma, gae_lambda, max_grad_norm, reward_scale, speed
-        )
+        super().__init__(lr=lr, gae_lambda=gae_lambda, **kwargs)
         frames = self.rollout_config.frames_per_batch
         if not 0 < minibatch_size <= frames:
             raise ConfigError(
@@ -71,7 +60,7 @@ class PPO(OnPolicyAgent):
             self.critic,
             clip_epsilon=clip_epsilon,
             normalize_advantage=normalize_advantage,
-            **critic_and_entropy(entropy_coef, critic_coef),
+            **self.loss_options,
         )
 
     def update_rows(self) -> tuple[int, int]:

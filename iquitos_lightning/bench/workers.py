@@ -25,7 +25,7 @@ def measure_worker_scaling(
     site: str, worker_counts: list[int], *, data_root: Path = Path("data"), frames_per_worker: int = 50, rounds: int = 3
 ) -> list[WorkerScaling]:
     # lazy: collectors and envs (TorchRL, CityLearn) load only when this section runs
-    from iquitos_lightning.agents.collection import make_collector
+    from iquitos_lightning.agents.collection import make_collector, shutdown_workers
     from iquitos_lightning.envs.factory import EnvConfig, make_env
 
     collectors = {}
@@ -48,7 +48,7 @@ def measure_worker_scaling(
         results: dict[str, list[Rate]] = interleave({str(n): runner(n) for n in worker_counts}, rounds)
     finally:
         for collector in collectors.values():
-            collector.shutdown()
+            shutdown_workers(collector)
     rates = {n: median_rate(results[str(n)], "frames") for n in worker_counts}
     base = rates[worker_counts[0]]
     return [WorkerScaling(n, rates[n], rates[n] / base) for n in worker_counts]

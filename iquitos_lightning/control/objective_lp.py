@@ -19,14 +19,12 @@ for nothing at its end; the year's LP uses none. Solved by scipy's HiGHS.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
-from scipy.optimize import linprog
 
-from iquitos_lightning.control.optimum import THROUGHPUT_WEIGHT, OptimumError, _ranges
+from iquitos_lightning.control.optimum import THROUGHPUT_WEIGHT, _ranges, solve_lp
 from iquitos_lightning.envs.objectives import (
     TARIFF,
     THESIS,
@@ -175,20 +173,9 @@ def solve_window(
             inequalities.append(block([(rows, imp, 2.0 * x / scales.max_import_kw), (rows, square, -1.0)], hours))
             b_ub.append(np.full(hours, x * x))
     a_ub = sparse.vstack(inequalities, format="csc") if inequalities else None
-    started = time.perf_counter()
-    result = linprog(
-        cost,
-        A_ub=a_ub,
-        b_ub=np.concatenate(b_ub) if b_ub else None,
-        A_eq=a_eq,
-        b_eq=b_eq,
-        bounds=np.column_stack([lower, upper]),
-        method="highs",
-    )
-    seconds = time.perf_counter() - started
-    if result.status != 0:
-        raise OptimumError(f"HiGHS status {result.status}: {result.message}")
-    x = result.x
+    b_ub_all = np.concatenate(b_ub) if b_ub else None
+    solution = solve_lp(cost, lower, upper, a_ub=a_ub, b_ub=b_ub_all, a_eq=a_eq, b_eq=b_eq)
+    x = solution.x
     socket_kw = np.zeros((hours, window.sockets))
     np.add.at(socket_kw, (pair_hour, pair_socket), x[pair_vars])
     return WindowPlan(
@@ -197,8 +184,8 @@ def solve_window(
         bess_discharge_kw=x[dis],
         socket_kw=socket_kw,
         session_unmet_kwh=x[unmet_vars],
-        objective=float(result.fun),
-        solve_seconds=seconds,
+        objective=solution.objective,
+        solve_seconds=solution.seconds,
         variables=count,
     )
 

@@ -47,6 +47,36 @@ class OptimumError(RuntimeError):
     """HiGHS did not return an optimal solution; the message carries its status."""
 
 
+@dataclass(frozen=True)
+class LPSolution:
+    """An optimal solution of one LP: the variables, the objective value, the seconds HiGHS took."""
+
+    x: np.ndarray
+    objective: float
+    seconds: float
+
+
+def solve_lp(
+    cost: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    *,
+    a_ub: sparse.spmatrix | None = None,
+    b_ub: np.ndarray | None = None,
+    a_eq: sparse.spmatrix | None = None,
+    b_eq: np.ndarray | None = None,
+) -> LPSolution:
+    """``min cost @ x`` under the constraints and the bounds ``[lower, upper]``, by HiGHS (scipy's ``linprog``),
+    timed; :class:`OptimumError` unless it is solved to optimality (both LPs of control/ solve through here)."""
+    started = time.perf_counter()
+    bounds = np.column_stack([lower, upper])
+    result = linprog(cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=bounds, method="highs")
+    seconds = time.perf_counter() - started
+    if result.status != 0:
+        raise OptimumError(f"HiGHS status {result.status}: {result.message}")
+    return LPSolution(result.x, float(result.fun), seconds)
+
+
 @dataclass
 class OptimumPlan:
     """The LP's hourly plan and what it claims (before replay through the simulator)."""
@@ -189,19 +219,8 @@ def solve_optimum(
 
     equality = sparse.vstack([balance, dynamics, service], format="csc")
     equality_rhs = np.concatenate([balance_rhs, dynamics_rhs, need_kwh])
-    started = time.perf_counter()
-    result = linprog(
-        objective,
-        A_eq=equality,
-        b_eq=equality_rhs,
-        bounds=np.column_stack([lower, upper]),
-        method="highs",
-    )
-    solve_seconds = time.perf_counter() - started
-    if result.status != 0:
-        raise OptimumError(f"HiGHS status {result.status}: {result.message}")
-
-    x = result.x
+    solution = solve_lp(objective, lower, upper, a_eq=equality, b_eq=equality_rhs)
+    x = solution.x
     socket_kw = np.zeros((hours, len(series.socket_charger_kw)))
     np.add.at(socket_kw, (pair_hour, pair_socket), x[pair_vars])
     delivered = np.bincount(pair_session, weights=x[pair_vars], minlength=session_count) * charger_efficiency
@@ -215,10 +234,10 @@ def solve_optimum(
         socket_kw=socket_kw,
         session_delivered_kwh=delivered,
         session_unmet_kwh=x[unmet_vars],
-        objective=float(result.fun),
+        objective=solution.objective,
         co2_kg=float(imports @ series.carbon_intensity_kg_per_kwh),
         cost=float(imports @ series.price_per_kwh),
-        solve_seconds=solve_seconds,
+        solve_seconds=solution.seconds,
         variables=variable_count,
         constraints=equality.shape[0],
     )

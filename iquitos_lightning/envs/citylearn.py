@@ -39,6 +39,7 @@ import pandas as pd
 from citylearn.citylearn import CityLearnEnv
 from citylearn.reward_function import RewardFunction
 
+from iquitos_lightning.envs import objectives
 from iquitos_lightning.envs.actions import (
     PER_SOCKET,
     RULE_RESIDUAL,
@@ -46,16 +47,6 @@ from iquitos_lightning.envs.actions import (
     action_count,
     socket_bands,
     socket_power,
-)
-from iquitos_lightning.envs.objectives import (
-    TARIFF,
-    THESIS,
-    TariffWeights,
-    check_objective,
-    next_peak_to_date,
-    peak_window_steps,
-    tariff_amount,
-    tariff_scale,
 )
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
 from iquitos_lightning.envs.rule_prior import add_rule
@@ -94,8 +85,8 @@ class IquitosEnv(gym.Env):
         *,
         action_layout: str = PER_SOCKET,
         ev_guarantee: bool = True,
-        objective: str = THESIS,
-        tariff_weights: TariffWeights | None = None,
+        objective: str = objectives.THESIS,
+        tariff_weights: objectives.TariffWeights | None = None,
     ) -> None:
         self.schema_path = Path(schema_path)
         self.series = series
@@ -104,9 +95,8 @@ class IquitosEnv(gym.Env):
         self.reward_scales = RewardScales.for_series(series)
         self.action_layout = action_layout
         self.ev_guarantee = ev_guarantee
-        self.objective = check_objective(objective)
-        self.tariff_weights = tariff_weights or TariffWeights()
-        self.tariff_scale = tariff_scale(self.reward_scales.max_import_kw, self.reward_scales.max_price)
+        self.objective = objectives.check_objective(objective)
+        self.tariff = objectives.TariffReward.for_site(self.site_config, self.reward_scales, tariff_weights)
         self.citylearn = CityLearnEnv(str(schema_path), central_agent=True, offline=True, reward_function=NullReward)
         self.building = self.citylearn.buildings[0]
         self.sockets = self.site_config.ev.socket_count
@@ -131,7 +121,7 @@ class IquitosEnv(gym.Env):
         tables = build_site_tables(self.series, self.reward_scales, self.objective)
         self.tables = tables
         self.month_start = tables.month_start
-        self.in_peak_window = peak_window_steps(self.site_config, self.hours).astype(float)
+        self.in_peak_window = tables.in_peak_window
         self.session_of = tables.session_of
         self.connected = tables.connected
         self.hours_to_departure = tables.hours_to_departure
@@ -157,7 +147,7 @@ class IquitosEnv(gym.Env):
         self._departures = []
         self._socket_soc = np.zeros(self.sockets)
         self._peak_to_date = 0.0
-        self._returns = {THESIS: 0.0, TARIFF: 0.0}
+        self._returns = {objectives.THESIS: 0.0, objectives.TARIFF: 0.0}
         self._read_socket_soc()
         return self._observation(), {}
 
@@ -227,20 +217,11 @@ class IquitosEnv(gym.Env):
         terms = reward_terms(outcome, self.reward_scales)
         thesis = weighted_reward(terms, self.reward_weights)
         in_window = float(self.in_peak_window[t])
-        amount = tariff_amount(
-            grid_import,
-            price,
-            carbon,
-            self._peak_to_date,
-            in_window,
-            self.site_config.grid.demand_charge_per_kw_month,
-            self.tariff_weights,
-        )
-        tariff = -amount / self.tariff_scale
-        self._returns[THESIS] += thesis
-        self._returns[TARIFF] += tariff
-        reward = tariff if self.objective == TARIFF else thesis
-        self._peak_to_date = next_peak_to_date(grid_import, self._peak_to_date, in_window)
+        tariff = self.tariff(grid_import, price, carbon, self._peak_to_date, in_window)
+        self._returns[objectives.THESIS] += thesis
+        self._returns[objectives.TARIFF] += tariff
+        reward = tariff if self.objective == objectives.TARIFF else thesis
+        self._peak_to_date = objectives.next_peak_to_date(grid_import, self._peak_to_date, in_window)
 
         self.time_step = t + 1
         terminated = self.time_step >= self.hours
@@ -318,21 +299,9 @@ class IquitosEnv(gym.Env):
 
 
 def make_iquitos_env(
-    site: str | Path | SiteConfig = "configs/site/iquitos-2026.yaml",
-    *,
-    reward_weights: RewardWeights | None = None,
-    data_root: Path = Path("data"),
-    action_layout: str = PER_SOCKET,
-    ev_guarantee: bool = True,
-    objective: str = THESIS,
+    site: str | Path | SiteConfig = "configs/site/iquitos-2026.yaml", *, data_root: Path = Path("data"), **options: Any
 ) -> IquitosEnv:
-    """Build (or reuse) the site's dataset under ``data_root/<name>`` and wrap it as an :class:`IquitosEnv`."""
+    """Build (or reuse) the site's dataset under ``data_root/<name>`` and wrap it as an :class:`IquitosEnv`;
+    ``options`` are its keyword arguments (reward weights, action layout, EV guarantee, objective)."""
     build = built_site(site, data_root)
-    return IquitosEnv(
-        build.schema_path,
-        build.series,
-        reward_weights,
-        action_layout=action_layout,
-        ev_guarantee=ev_guarantee,
-        objective=objective,
-    )
+    return IquitosEnv(build.schema_path, build.series, **options)

@@ -53,6 +53,7 @@ from iquitos_lightning.envs.site_tables import observation_names
 from iquitos_lightning.errors import ConfigError
 
 IQUITOS = "iquitos"
+WORKER_IGNORED_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # the group's stop signals: for the training process
 WORKER_SEED_STRIDE = 1_000_000  # seeds of different workers never meet (an episode count below a million)
 CITYLEARN = "citylearn"
 TWIN = "twin"
@@ -217,12 +218,17 @@ def _make_worker_env(config: EnvConfig, base_seed: int) -> EnvBase:
     """Runs in the worker process: seeds its torch RNG (the policy's exploration noise) from the worker's seed,
     so a run with workers collects the same rollouts each time, then builds the env.
 
-    The worker also ignores Ctrl-C: a terminal sends SIGINT to every process of the group, and a worker
-    dying on it would break the rollout the training process is finishing before it saves a checkpoint
-    (training/callbacks/interrupt.py); the training process shuts its workers down when the run ends.
+    The worker also ignores Ctrl-C and SIGTERM: a terminal sends SIGINT, and ``timeout``, ``kill -- -PGID``
+    and batch schedulers send SIGTERM, to every process of the group, and a worker dying on it would break
+    the rollout the training process is finishing before it saves a checkpoint (training/callbacks/interrupt.py);
+    the training process shuts its workers down when the run ends (``close``, then SIGKILL if one hangs:
+    agents/collection.py). Both arrive blocked (the collector starts its workers with them blocked), so one
+    sent while the worker was still importing is discarded here rather than killing it.
     """
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for signum in WORKER_IGNORED_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, WORKER_IGNORED_SIGNALS)
     torch.manual_seed(base_seed)
     if config.name == IQUITOS and config.backend == TWIN:
         return make_env(config)

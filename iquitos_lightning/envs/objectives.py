@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from iquitos_lightning.envs.reward import Value, _clip
+from iquitos_lightning.envs.reward import RewardScales, Value, _clip
 from iquitos_lightning.site.config import SiteConfig
 
 THESIS = "thesis"
@@ -92,6 +92,42 @@ def next_peak_to_date(grid_import_kw: Value, peak_to_date_kw: Value, in_peak_win
 def tariff_scale(max_import_kw: float, max_price: float) -> float:
     """The fixed divisor of the tariff reward: an ordinary hour's bill is at most this."""
     return max(max_import_kw * max_price, 1e-9)
+
+
+@dataclass(frozen=True)
+class TariffReward:
+    """The ``tariff`` objective's step reward, as both simulators compute it: minus what the hour adds to the
+    bill (:func:`tariff_amount`) over the fixed :func:`tariff_scale`; array-generic like them."""
+
+    demand_charge_per_kw_month: float
+    weights: TariffWeights
+    scale: float
+
+    @classmethod
+    def for_site(
+        cls, site_config: SiteConfig, reward_scales: RewardScales, weights: TariffWeights | None = None
+    ) -> TariffReward:
+        scale = tariff_scale(reward_scales.max_import_kw, reward_scales.max_price)
+        return cls(site_config.grid.demand_charge_per_kw_month, weights or TariffWeights(), scale)
+
+    def __call__(
+        self,
+        grid_import_kw: Value,
+        price_per_kwh: Value,
+        carbon_intensity_kg_per_kwh: Value,
+        peak_to_date_kw: Value,
+        in_peak_window: Value,
+    ) -> Value:
+        amount = tariff_amount(
+            grid_import_kw,
+            price_per_kwh,
+            carbon_intensity_kg_per_kwh,
+            peak_to_date_kw,
+            in_peak_window,
+            self.demand_charge_per_kw_month,
+            self.weights,
+        )
+        return -amount / self.scale
 
 
 def tariff_bill(flows: pd.DataFrame, site_config: SiteConfig, weights: TariffWeights | None = None) -> dict[str, float]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from iquitos_lightning.envs.objectives import TARIFF, THESIS, check_objective, month_start_steps
+from iquitos_lightning.envs.objectives import TARIFF, THESIS, check_objective, month_start_steps, peak_window_steps
 from iquitos_lightning.envs.reward import RewardScales
 from iquitos_lightning.site.config import HOURS_PER_DAY
 from iquitos_lightning.site.series import SiteSeries
@@ -42,6 +42,7 @@ class SiteTables:
     objective: str = THESIS
     peak_scale: float = 1.0  # the month-to-date peak (tariff only) is divided by this (the largest import)
     month_start: np.ndarray | None = None  # [T] bool: steps that open a month (tariff only)
+    in_peak_window: np.ndarray | None = None  # [T] float: 1.0 inside the peak window (demand charge, rule prior)
 
     @property
     def bess_soc_index(self) -> int:
@@ -149,6 +150,7 @@ def build_site_tables(series: SiteSeries, reward_scales: RewardScales, objective
         objective=objective,
         peak_scale=max(reward_scales.max_import_kw, 1e-9),
         month_start=month_start,
+        in_peak_window=peak_window_steps(config, hours).astype(float),
     )
 
 

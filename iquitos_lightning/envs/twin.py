@@ -48,21 +48,13 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Bounded, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase, RewardSum, StepCounter, TransformedEnv
 
+from iquitos_lightning.envs import objectives
 from iquitos_lightning.envs.actions import PER_SOCKET, RULE_RESIDUAL, action_count, socket_bands, socket_power
-from iquitos_lightning.envs.objectives import (
-    TARIFF,
-    THESIS,
-    TariffWeights,
-    check_objective,
-    next_peak_to_date,
-    peak_window_steps,
-    tariff_amount,
-    tariff_scale,
-)
+from iquitos_lightning.envs.finite import FiniteTensorValues
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
 from iquitos_lightning.envs.rule_prior import add_rule
 from iquitos_lightning.envs.site_data import built_site
-from iquitos_lightning.envs.site_tables import SOCKET_FEATURES, build_site_tables, observation_vector
+from iquitos_lightning.envs.site_tables import SOCKET_FEATURES, build_site_tables, observation_names, observation_vector
 from iquitos_lightning.envs.twin_physics import SiteModels
 from iquitos_lightning.metrics.flows import DEPARTURE_COLUMNS, FLOW_COLUMNS
 from iquitos_lightning.site.config import SiteConfig
@@ -114,8 +106,8 @@ class IquitosTwin(EnvBase):
         compile_physics: bool = False,
         action_layout: str = PER_SOCKET,
         ev_guarantee: bool = True,
-        objective: str = THESIS,
-        tariff_weights: TariffWeights | None = None,
+        objective: str = objectives.THESIS,
+        tariff_weights: objectives.TariffWeights | None = None,
         start: str = ZERO,
         episode_hours: int | None = None,
         seed: int = 0,
@@ -135,9 +127,8 @@ class IquitosTwin(EnvBase):
         self.action_layout = action_layout
         self.action_size = action_count(action_layout, series.config.ev.socket_count)
         self.ev_guarantee = ev_guarantee
-        self.objective = check_objective(objective)
-        self.tariff_weights = tariff_weights or TariffWeights()
-        self.tariff_scale = tariff_scale(self.reward_scales.max_import_kw, self.reward_scales.max_price)
+        self.objective = objectives.check_objective(objective)
+        self.tariff = objectives.TariffReward.for_site(self.site_config, self.reward_scales, tariff_weights)
         self.num_envs = num_envs
         self.sockets = self.site_config.ev.socket_count
         self.hours = series.hours
@@ -172,7 +163,7 @@ class IquitosTwin(EnvBase):
         self._required_soc = tensor(tables.required_soc)
         self._hours_left = tensor(tables.hours_to_departure)
         self._charger_kw = tensor(series.socket_charger_kw)
-        self._in_peak_window = tensor(peak_window_steps(self.site_config, hours).astype(float))
+        self._in_peak_window = tensor(tables.in_peak_window)
         self._month_start = tensor(tables.month_start, torch.bool)
         # Sessions leaving at the start of t + 1 are those plugged at t with one hour to go.
         self._departing = self._connected & tensor(tables.hours_to_departure == 1, torch.bool)
@@ -374,20 +365,11 @@ class IquitosTwin(EnvBase):
             price_per_kwh=hourly[:, 2],
             carbon_intensity_kg_per_kwh=hourly[:, 3],
         )
-        if self.objective == TARIFF:
-            amount = tariff_amount(
-                grid_import,
-                hourly[:, 2],
-                hourly[:, 3],
-                peak,
-                in_window,
-                self.site_config.grid.demand_charge_per_kw_month,
-                self.tariff_weights,
-            )
-            reward = -amount / self.tariff_scale
+        if self.objective == objectives.TARIFF:
+            reward = self.tariff(grid_import, hourly[:, 2], hourly[:, 3], peak, in_window)
         else:
             reward = weighted_reward(reward_terms(outcome, self.reward_scales), self.reward_weights)
-        peak = next_peak_to_date(grid_import, peak, in_window)
+        peak = objectives.next_peak_to_date(grid_import, peak, in_window)
         flows = departing_soc = None
         if self.record:  # the Gymnasium env's bookkeeping (FLOW_COLUMNS order)
             flow = (hourly[:, 0], hourly[:, 1], socket_kw.sum(-1, dtype=F64), bess_charge, (-bess_kw).clamp_min(0.0))
@@ -471,48 +453,24 @@ class _TwinState:
 
 
 def make_twin(
-    site: str | Path | SiteConfig = "configs/site/iquitos-2026.yaml",
-    *,
-    reward_weights: RewardWeights | None = None,
-    data_root: Path = Path("data"),
-    num_envs: int = 1,
-    device: str = "cpu",
-    record: bool = False,
-    compile_physics: bool = False,
-    action_layout: str = PER_SOCKET,
-    ev_guarantee: bool = True,
-    objective: str = THESIS,
-    start: str = ZERO,
-    episode_hours: int | None = None,
-    seed: int = 0,
+    site: str | Path | SiteConfig = "configs/site/iquitos-2026.yaml", *, data_root: Path = Path("data"), **options: Any
 ) -> IquitosTwin:
-    """Build (or reuse) the site's dataset under ``data_root/<name>`` and simulate it as an :class:`IquitosTwin`."""
+    """Build (or reuse) the site's dataset under ``data_root/<name>`` and simulate it as an :class:`IquitosTwin`;
+    ``options`` are its keyword arguments (reward weights, batch size, device, layout, objective, starts...)."""
     build = built_site(site, data_root)
-    return IquitosTwin(
-        build.schema_path,
-        build.series,
-        reward_weights,
-        num_envs=num_envs,
-        device=device,
-        record=record,
-        compile_physics=compile_physics,
-        action_layout=action_layout,
-        ev_guarantee=ev_guarantee,
-        objective=objective,
-        start=start,
-        episode_hours=episode_hours,
-        seed=seed,
-    )
+    return IquitosTwin(build.schema_path, build.series, **options)
 
 
 def make_torchrl_twin(
     site: str | Path | SiteConfig = "configs/site/iquitos-2026.yaml", **twin_options: Any
 ) -> TransformedEnv:
-    """The twin as agents see it: ``StepCounter`` + ``RewardSum`` (as ``make_env`` gives the CityLearn env).
+    """The twin as agents see it: ``StepCounter`` + ``RewardSum`` (as ``make_env`` gives the CityLearn env), and
+    the finite-value check every training env has (a NaN in the site's data stops the run naming the observation).
 
     ``twin_options`` are :func:`make_twin`'s keyword arguments (batch size, device, layout, objective, starts...).
     """
     twin = make_twin(site, **twin_options)
     env = TransformedEnv(twin, StepCounter())
     env.append_transform(RewardSum())
+    env.append_transform(FiniteTensorValues("iquitos twin", observation_names(twin.sockets, twin.objective)))
     return env

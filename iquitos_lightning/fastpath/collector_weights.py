@@ -83,3 +83,15 @@ class WorkerAsyncCollector(_PushesLearnerWeights, MultiAsyncCollector):
 def pushes_weights_itself(collector: BaseCollector) -> bool:
     """Whether the collector sends the learner's weights to its workers before each rollout (worker collectors do)."""
     return isinstance(collector, _PushesLearnerWeights)
+
+
+def close_weight_sync(collector: BaseCollector) -> None:
+    """Shut a worker collector's weight-sync schemes down now (TorchRL's private ``_weight_sync_schemes``).
+
+    Why here: TorchRL shuts them down only in their ``__del__``; left to interpreter shutdown, that ``__del__``
+    starts a queue thread and waits for it forever (a SIGTERM'd ``fit`` with workers hung after its last line).
+    The attribute is private and absent on the in-process collector, so a missing one is skipped; the test that
+    notices a rename is ``tests/robustness/test_sigterm.py`` (the run with workers would hang past its timeout).
+    """
+    for scheme in (getattr(collector, "_weight_sync_schemes", None) or {}).values():
+        scheme.shutdown()

@@ -16,6 +16,8 @@ from typing import Any
 
 from lightning.pytorch.loggers import WandbLogger
 
+from iquitos_lightning.training.quiet import library_noise_quieted
+
 WANDB_MODES = ("offline", "online", "disabled")
 WANDB_ALIASES = {"dryrun": "offline", "run": "online"}
 DEFAULT_PROJECT = "iquitos_lightning"
@@ -67,6 +69,10 @@ class OfflineFirstWandbLogger(WandbLogger):
             mode=mode,
             **kwargs,
         )
+        if library_noise_quieted() and self._wandb_init.get("anonymous") is None:
+            # Lightning passes anonymous=None whatever the user says; W&B >= 0.2x then warns on every run that the
+            # setting has no effect. Left out, W&B says nothing (with --verbose it still does: quiet.py).
+            del self._wandb_init["anonymous"]
 
 
 def wandb_loggers(loggers: list[Any]) -> list[WandbLogger]:

@@ -123,12 +123,17 @@ def test_overlap_is_refused_for_on_policy_agents() -> None:
         PPO(env=EnvConfig(name="Pendulum-v1"), rollout=rollout, hidden_sizes=(8, 8))
 
 
-def test_worker_envs_ignore_ctrl_c_so_the_training_process_can_finish_its_rollout() -> None:
-    # A terminal's Ctrl-C reaches every process of the group; the maker runs in each worker process.
-    previous = signal.getsignal(signal.SIGINT)
+def test_worker_envs_ignore_ctrl_c_and_sigterm_so_the_training_process_can_finish_its_rollout() -> None:
+    # Ctrl-C (a terminal) and SIGTERM (`timeout`, a scheduler) reach every process of the group; the maker runs
+    # in each worker process, which the collector starts with both signals blocked.
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, list(previous))
     try:
         env = worker_env_makers(EnvConfig(name="Pendulum-v1", num_workers=2))[1]()
-        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert all(signal.getsignal(signum) is signal.SIG_IGN for signum in previous)
+        assert not set(previous) & signal.pthread_sigmask(signal.SIG_BLOCK, [])  # unblocked once ignored
         assert env.rollout(3).numel() == 3
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -6,6 +6,9 @@ import lightning.pytorch as pl
 import pytest
 import torch
 from agents_testkit import BatchRecorder, StopAtFrames, cpu_trainer, frame_checkpoint, small_sac
+from tensordict import TensorDict
+
+from iquitos_lightning.agents import SAC, EnvConfig
 
 LOSS_KEYS = ("train/loss_actor", "train/loss_qvalue", "train/loss_alpha", "train/alpha")
 
@@ -14,7 +17,8 @@ def test_resume_at_episode_boundary_repeats_the_uninterrupted_losses(tmp_path):
     budget, stop_at = 350, 200  # episodes of 50 frames = one rollout each: every checkpoint is at a boundary
     pl.seed_everything(11)
     uninterrupted = BatchRecorder()
-    cpu_trainer(callbacks=[uninterrupted]).fit(small_sac(budget))
+    uninterrupted_model = small_sac(budget)
+    cpu_trainer(callbacks=[uninterrupted]).fit(uninterrupted_model)
 
     pl.seed_everything(11)
     interrupted = small_sac(budget)
@@ -31,6 +35,21 @@ def test_resume_at_episode_boundary_repeats_the_uninterrupted_losses(tmp_path):
         for key in LOSS_KEYS:
             assert outputs[key] == pytest.approx(uninterrupted.outputs[frames][key], rel=1e-6, abs=1e-9), (frames, key)
     assert resumed.updates_done == 350  # learning starts once the 50 random frames are stored: one update per frame
+    # A restart would also reach 350 frames; only a resume ends with the uninterrupted run's counters and buffer.
+    for counter in ("frames_done", "updates_done", "episodes_done", "last_episode_return", "update_credit"):
+        assert getattr(resumed, counter) == getattr(uninterrupted_model, counter), counter
+    assert resumed.nonfinite.skipped_total == uninterrupted_model.nonfinite.skipped_total
+    _assert_same_buffer(resumed, uninterrupted_model)
+
+
+def _assert_same_buffer(first: SAC, second: SAC) -> None:
+    """Same number of stored frames, and every stored key holds the same values in the same slots."""
+    assert len(first.replay_buffer) == len(second.replay_buffer)
+    stored = slice(0, len(first.replay_buffer))
+    ours, theirs = first.replay_buffer.storage.get(stored), second.replay_buffer.storage.get(stored)
+    assert set(ours.keys(True, True)) == set(theirs.keys(True, True))
+    for key in ours.keys(True, True):
+        torch.testing.assert_close(ours[key], theirs[key], rtol=0, atol=0, msg=f"buffer key {key}")
 
 
 def test_resume_mid_episode_keeps_buffer_and_counters_and_starts_a_fresh_episode(tmp_path):
@@ -52,7 +71,7 @@ def test_resume_mid_episode_keeps_buffer_and_counters_and_starts_a_fresh_episode
     assert resumed.frames_done == 300 and len(resumed.replay_buffer) == 300
     restored_part = resumed.replay_buffer.storage.get(slice(0, 90))
     torch.testing.assert_close(restored_part["observation"], saved_buffer["data"]["observation"])
-    assert resumed.episodes_done >= first.episodes_done
+    assert first.episodes_done == 1 and resumed.episodes_done == 5  # + fresh episodes ending at 140, 190, 240, 290
 
 
 def test_a_checkpoint_restores_every_counter_it_saved(tmp_path):
@@ -61,6 +80,7 @@ def test_a_checkpoint_restores_every_counter_it_saved(tmp_path):
     first = small_sac(300, episode_steps=50, frames_per_batch=30)
     cpu_trainer(tmp_path, callbacks=[frame_checkpoint(tmp_path, 90), StopAtFrames(120)]).fit(first)
     first.nonfinite.skipped_total = 3  # as if three updates had been skipped (the guard's own count)
+    first.update_credit = 0.75  # a fractional update carried to the next rollout (updates_per_frame < 1)
     checkpoint = {"state_dict": first.state_dict()}  # what Lightning puts beside the module's own state
     first.on_save_checkpoint(checkpoint)
     assert first.episodes_done >= 2 and first.last_episode_return is not None  # counters worth restoring
@@ -70,4 +90,42 @@ def test_a_checkpoint_restores_every_counter_it_saved(tmp_path):
     for counter in ("frames_done", "updates_done", "episodes_done", "last_episode_return", "at_episode_boundary"):
         assert getattr(fresh, counter) == getattr(first, counter), counter
     assert fresh.nonfinite.skipped_total == 3
+    assert fresh.update_credit == 0.75
     assert len(fresh.replay_buffer) == len(first.replay_buffer) == 120
+
+
+def _overlapping_sac(frame_budget: int) -> SAC:
+    sac = small_sac(frame_budget)
+    sac.rollout_config.overlap = True
+    return sac
+
+
+def _two_worker_sac(frame_budget: int) -> SAC:
+    return small_sac(frame_budget, env=EnvConfig(name="Pendulum-v1", seed=3, max_episode_steps=50, num_workers=2))
+
+
+@pytest.mark.parametrize("make_sac", [_overlapping_sac, _two_worker_sac], ids=["overlap", "two_workers"])
+def test_resume_with_worker_collection_goes_on_from_the_checkpoint(tmp_path, make_sac):
+    """Workers restart their episode streams on resume (README "Resuming a run"), so the run is not the
+    uninterrupted one; everything the learner holds must still come from the checkpoint, not from scratch."""
+    pl.seed_everything(5)
+    first = make_sac(300)
+    first.nonfinite.skipped_total = 2  # as if the guard had skipped two updates before the checkpoint
+    cpu_trainer(tmp_path, callbacks=[frame_checkpoint(tmp_path, 100), StopAtFrames(200)]).fit(first)
+    state = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["rl_state"]
+    assert state["frames_done"] == 200 and state["episodes_done"] == 4  # four 50-frame episodes in 200 frames
+    assert state["nonfinite_skipped"] == 2
+
+    pl.seed_everything(999)
+    resumed = make_sac(300)
+    recorder = BatchRecorder()
+    cpu_trainer(tmp_path, callbacks=[recorder], max_steps=-1).fit(resumed, ckpt_path="last")
+    assert sorted(recorder.outputs) == [250, 300]  # counting went on from 200
+    assert resumed.frames_done == 300 and resumed.updates_done == state["updates_done"] + 100
+    assert resumed.episodes_done == 6  # the 4 saved + one fresh 50-frame episode per 50 frames
+    assert resumed.last_episode_return is not None
+    assert resumed.nonfinite.skipped_total == 2
+    restored = resumed.replay_buffer.storage.get(slice(0, 200))
+    saved = TensorDict(state["agent"]["replay_buffer"]["data"], batch_size=[200])
+    for key in ("observation", "action", ("next", "reward")):
+        torch.testing.assert_close(restored[key], saved[key], rtol=0, atol=0, msg=f"buffer key {key}")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from control_testkit import hand_series, hand_site_config
 
-from iquitos_lightning.control.optimum import solve_optimum
+from iquitos_lightning.control.optimum import OptimumError, solve_lp, solve_optimum
 from iquitos_lightning.metrics.kpis import compute_kpis
 
 
@@ -114,3 +114,13 @@ def test_lp_matches_brute_force_search_on_a_power_limited_two_hour_case() -> Non
     # holding 1 + 1.8 kWh; hour 1 needs 3.5 kWh net, the BESS gives its 2 kW limit: 1.5 kWh imported.
     assert plan.grid_import_kw.sum() == pytest.approx(1.5, abs=1e-6)
     np.testing.assert_allclose(plan.bess_discharge_kw, [0.0, 2.0], atol=1e-6)
+
+
+def test_solve_lp_returns_the_optimum_and_refuses_an_infeasible_problem() -> None:
+    """The one HiGHS call both LPs use: min x0 + 2 x1 with x0 + x1 = 1 on [0, 1]^2 is x = (1, 0)."""
+    cost, lower, upper = np.array([1.0, 2.0]), np.zeros(2), np.ones(2)
+    solution = solve_lp(cost, lower, upper, a_eq=np.ones((1, 2)), b_eq=np.array([1.0]))
+    assert solution.x == pytest.approx([1.0, 0.0]) and solution.objective == pytest.approx(1.0)
+    assert solution.seconds >= 0.0
+    with pytest.raises(OptimumError, match="HiGHS status 2"):
+        solve_lp(cost, lower, upper, a_eq=np.ones((1, 2)), b_eq=np.array([3.0]))  # x0 + x1 <= 2 < 3

@@ -6,11 +6,24 @@ sign or scale; only numbers worked out by hand can. Each example states its arit
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
-from iquitos_lightning.envs.objectives import TariffWeights, next_peak_to_date, tariff_amount, tariff_bill
+from iquitos_lightning.envs.objectives import (
+    TariffWeights,
+    check_objective,
+    month_start_steps,
+    next_peak_to_date,
+    peak_window_steps,
+    tariff_amount,
+    tariff_bill,
+    tariff_scale,
+)
 from iquitos_lightning.envs.reward import (
     RewardScales,
     RewardWeights,
@@ -24,6 +37,9 @@ from iquitos_lightning.envs.reward import (
     weighted_reward,
 )
 from iquitos_lightning.site.config import load_site_config
+from iquitos_lightning.site.series import SiteSeries
+
+TINY = Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml"
 
 SCALES = RewardScales(max_import_kw=1000.0, pv_max_kw=200.0, max_price=0.5, max_carbon=0.4, ev_power_kw=100.0)
 OUTCOME = StepOutcome(
@@ -83,7 +99,7 @@ def test_the_tariff_hour_charges_energy_co2_and_only_the_rise_of_the_peak_in_the
 
 
 def test_the_years_bill_charges_each_months_largest_peak_window_import() -> None:
-    site = load_site_config("configs/site/tiny.yaml")
+    site = load_site_config(TINY)
     hours = 24 * 59  # January and February 2025
     imports = np.full(hours, 100.0)
     peak = site.grid.peak_start_hour
@@ -96,3 +112,111 @@ def test_the_years_bill_charges_each_months_largest_peak_window_import() -> None
     assert bill["demand_charge"] == pytest.approx(rate * (300 + 250))
     energy, co2 = imports.sum() * 0.2, imports.sum() * 0.1 * 0.05
     assert bill["tariff_cost"] == pytest.approx(energy + rate * 550 + co2)
+    assert bill["peak_window_import_kw_mean_monthly"] == pytest.approx((300 + 250) / 2)
+
+
+def test_the_tariff_calendar_and_scale_by_hand() -> None:
+    """Tiny site: year 2025, peak window [18, 23). January has 744 hours, February 672."""
+    site = load_site_config(TINY)
+    assert np.flatnonzero(month_start_steps(site, 24 * 59 + 1)).tolist() == [0, 744, 744 + 672]
+    assert np.flatnonzero(peak_window_steps(site, 48)).tolist() == [18, 19, 20, 21, 22, 42, 43, 44, 45, 46]
+    assert tariff_scale(1000.0, 0.5) == 500.0  # largest import x highest price
+    assert tariff_scale(0.0, 0.5) == 1e-9  # never a division by zero
+
+
+def test_tariff_settings_and_objective_names_are_checked() -> None:
+    assert check_objective("tariff") == "tariff" and check_objective("thesis") == "thesis"
+    with pytest.raises(ValueError, match="env.objective must be one of"):
+        check_objective("money")
+    for bad in (-0.01, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="co2_price_per_kg must be finite and >= 0"):
+            TariffWeights(co2_price_per_kg=bad)
+    assert TariffWeights(co2_price_per_kg=0.0).co2_price_per_kg == 0.0  # no CO2 price is allowed
+
+
+@pytest.mark.parametrize("as_batch", [np.array, torch.tensor], ids=["numpy", "torch"])
+def test_every_term_gives_the_float_values_for_a_batch_of_envs(as_batch) -> None:
+    """The twin passes one value per env (numpy or torch): same numbers, and the clips act per env.
+
+    Env 0 is OUTCOME; env 1 wastes no PV (PV 50 kW < sinks 130 kW: solar 0) and strands an EV
+    (ev (0 - 500) / 100 = -5, clipped to -1); env 2 delivers more than the sockets' power ((300 - 0) / 100 = 3,
+    clipped to +1).
+    """
+    fields = {name: [value] * 3 for name, value in OUTCOME.__dict__.items()}
+    fields["pv_kw"][1] = 50.0
+    fields["ev_useful_kwh"][1:] = [0.0, 300.0]
+    fields["departing_unmet_kwh"][1:] = [500.0, 0.0]
+    batch = StepOutcome(**{name: as_batch(values) for name, values in fields.items()})
+    terms = reward_terms(batch, SCALES)
+    expected = {
+        "co2": [-0.25] * 3,
+        "cost": [-0.25] * 3,
+        "solar": [-0.1, 0.0, 0.0],  # env 1: PV 50 < sinks 130; env 2: sinks 80 + 300 + 20 absorb all 150 kW
+        "ev": [0.2, -1.0, 1.0],
+        "grid": [-0.25] * 3,
+    }
+    for name, values in expected.items():
+        assert np.asarray(terms[name]).tolist() == pytest.approx(values), name
+    assert type(terms["ev"]) is type(batch.ev_useful_kwh)  # still a batch of the caller's kind
+
+
+def test_ev_term_clips_a_float_at_plus_one_too() -> None:
+    oversupplied = StepOutcome(**{**OUTCOME.__dict__, "ev_useful_kwh": 300.0, "departing_unmet_kwh": 0.0})
+    assert ev_term(oversupplied, SCALES) == 1.0  # (300 - 0) / 100 = 3, clipped to +1
+
+
+@pytest.mark.parametrize("field", ["co2", "cost", "solar", "ev", "grid"])
+@pytest.mark.parametrize("bad", [-0.1, float("nan"), float("inf")])
+def test_a_weight_that_is_negative_or_not_finite_is_refused(field, bad) -> None:
+    with pytest.raises(ValueError, match=f"reward weight {field} must be finite and >= 0"):
+        RewardWeights(**{field: bad})
+
+
+def test_all_zero_weights_are_refused_and_the_total_is_their_sum() -> None:
+    with pytest.raises(ValueError, match="must not all be zero"):
+        RewardWeights(co2=0, cost=0, solar=0, ev=0, grid=0)
+    assert RewardWeights(co2=1, cost=2, solar=3, ev=4, grid=5).total == 15
+    assert RewardWeights(co2=0, cost=0, solar=0, ev=0, grid=0.5).total == 0.5  # one weight alone is enough
+
+
+def test_the_scales_of_a_site_come_from_its_largest_hour_and_its_equipment() -> None:
+    """Tiny site: 3 moto sockets of 2 kW + 1 mototaxi socket of 3 kW = 9 kW of EV power, BESS 84.75 kW,
+    PV inverter 100 kW; a hand-made 3-hour series with a 300 kW mall peak, price up to 0.45, carbon up to 0.5."""
+    config = load_site_config(TINY)
+    hours = np.zeros(3)
+    series = SiteSeries(
+        config=config,
+        pv_kw=np.array([0.0, 80.0, 20.0]),
+        mall_kw=np.array([100.0, 300.0, 200.0]),
+        price_per_kwh=np.array([0.28, 0.45, 0.28]),
+        carbon_intensity_kg_per_kwh=np.array([0.4, 0.5, 0.3]),
+        temperature_c=hours,
+        humidity_pct=hours,
+        ghi_w_m2=hours,
+        dni_w_m2=hours,
+        dhi_w_m2=hours,
+        sessions=pd.DataFrame(),
+    )
+    scales = RewardScales.for_series(series)
+    assert scales.max_import_kw == pytest.approx(300 + 9 + 84.75)  # mall peak + every socket + BESS at full power
+    assert scales.pv_max_kw == 100.0
+    assert scales.max_price == pytest.approx(0.45)
+    assert scales.max_carbon == pytest.approx(0.5)
+    assert scales.ev_power_kw == pytest.approx(9.0)
+    free = SiteSeries(**{**series.__dict__, "price_per_kwh": np.zeros(3), "carbon_intensity_kg_per_kwh": np.zeros(3)})
+    assert RewardScales.for_series(free).max_price == 1e-9  # never a division by zero
+    assert RewardScales.for_series(free).max_carbon == 1e-9
+    slow = [dataclasses.replace(fleet, charger_kw=0.1) for fleet in config.ev.fleets]  # 4 sockets x 0.1 kW
+    slow_site = dataclasses.replace(config, ev=dataclasses.replace(config.ev, fleets=slow))
+    assert RewardScales.for_series(SiteSeries(**{**series.__dict__, "config": slow_site})).ev_power_kw == pytest.approx(
+        0.4
+    )  # below 1 kW the real power still counts (the floor is only against a division by zero)
+
+
+def test_the_grid_term_is_quadratic() -> None:
+    """-(import / max import)^2: 800 of 1000 kW costs 0.64, 200 kW only 0.04 (the example above's 0.5 gives
+    0.25, which x / 2 also gives)."""
+    for imported, expected in ((800.0, -0.64), (200.0, -0.04)):
+        assert grid_term(StepOutcome(**{**OUTCOME.__dict__, "grid_import_kw": imported}), SCALES) == pytest.approx(
+            expected
+        )

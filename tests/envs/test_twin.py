@@ -104,7 +104,7 @@ def test_twin_equals_citylearn_for_both_layouts_and_both_objectives(
 
         reference = references["random"]
         bill = tariff_bill(reference.flows, env.site_config)["tariff_cost"]
-        assert float(reference.rewards.sum()) * -env.tariff_scale == pytest.approx(bill, rel=1e-9)
+        assert float(reference.rewards.sum()) * -env.tariff.scale == pytest.approx(bill, rel=1e-9)
         peak_index = env.tables.peak_index
         assert reference.observations[:, peak_index].max() > 0  # the month-to-date peak is observed
 

@@ -129,6 +129,35 @@ def test_every_training_env_is_checked_at_the_boundary():
     assert isinstance(episode_seeding(env).env, FiniteValues)
 
 
+TINY = str(Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml")
+
+
+@pytest.fixture(scope="module")
+def twin_data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("data")
+
+
+@pytest.mark.parametrize(("broken", "named"), [("observation", r"observation 'pv' "), ("reward", r"reward ")])
+def test_a_non_finite_value_of_the_training_twin_stops_the_rollout_naming_it(twin_data_root, broken, named):
+    """The twin backend has no Gymnasium layer for :class:`FiniteValues`: its own check must catch a gap in the
+    site's data (here hour 2's price, feeding the reward, or hour 3's PV observation) before it reaches the buffer."""
+    from iquitos_lightning.envs.factory import make_env
+    from iquitos_lightning.envs.site_tables import observation_names
+
+    env = make_env(EnvConfig(site=TINY, data_root=str(twin_data_root), backend="twin", num_envs=2))
+    twin = env.base_env
+    assert env.rollout(5).numel() == 10  # clean data: five steps of two envs go through
+    if broken == "observation":
+        pv = observation_names(twin.sockets, twin.objective).index("pv")
+        twin._observation_table[3, pv] = float("nan")  # what env.step returns after its 3rd hour
+        named += rf"\(observation\[{pv}\]\) = nan in env 0 of the batch at step 3 \(step\)"
+    else:
+        twin._hourly[2, 2] = float("nan")  # the price of hour 2: the cost term of the 3rd step's reward
+        named += r"= nan in env 0 of the batch at step 3 \(step\)"
+    with pytest.raises(NonFiniteEnvValue, match=named):
+        env.rollout(5)
+
+
 def test_a_finite_loss_with_a_non_finite_gradient_is_named_by_the_term_its_optimizer_learns():
     from iquitos_lightning.agents.guards import find_nonfinite
 

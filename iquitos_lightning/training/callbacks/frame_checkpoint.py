@@ -13,6 +13,8 @@ What it adds so that nothing is lost (README, "When things go wrong"):
 - **Ctrl-C**: during ``fit`` the first Ctrl-C is a request (:mod:`.interrupt`); the run saves after
   the current training batch (or the validation in progress) and stops; the CLI then exits with
   status 130 saying where the checkpoint is (``interrupt.last_request``).
+- **SIGTERM** (``timeout``, ``kill -- -PGID``, a scheduler): the same as a first Ctrl-C; Lightning then
+  raises ``SIGTERMException`` and the CLI exits with status 143 saying where the checkpoint is.
 - **Errors** (a second Ctrl-C, a numerical fault, a crash in the env) save a checkpoint too
   (``save_on_exception``), except bad input and unwritable output, where saving again would not
   help, and out-of-memory when an ``OutOfMemoryHandler`` is installed (it saves ``emergency-oom.ckpt``).
@@ -103,6 +105,7 @@ class FrameCheckpoint(AtomicModelCheckpoint):
         if trainer.fast_dev_run or trainer.sanity_checking:
             return
         frames = _frames(pl_module)
+        self._notice_sigterm(trainer)
         if self._interrupt.requested:
             trainer.should_stop = True
         period_crossed = frames // self.every_n_frames > self._frames_at_last_save // self.every_n_frames
@@ -123,6 +126,7 @@ class FrameCheckpoint(AtomicModelCheckpoint):
         if trainer.sanity_checking or trainer.fast_dev_run or trainer.state.fn != TrainerFn.FITTING:
             return
         frames = _frames(pl_module)
+        self._notice_sigterm(trainer)
         if self._interrupt.requested:
             trainer.should_stop = True
         if frames > 0 and (frames == self._frames_at_last_save or self._interrupt.requested):
@@ -135,8 +139,11 @@ class FrameCheckpoint(AtomicModelCheckpoint):
             return
         if isinstance(exception, ConfigError | OutputWriteError) or _left_to_the_oom_handler(trainer, exception):
             return
+        self._notice_sigterm(trainer)
         if _frames(pl_module) == self._frames_at_last_save:
-            if self.last_model_path:
+            if self._interrupt.requested:  # the CLI says where the checkpoint is in its one line
+                self._interrupt.up_to_date = self.last_model_path or None
+            elif self.last_model_path:
                 exception.add_note(f"the last checkpoint is up to date: {self.last_model_path}")
             return
         try:
@@ -146,6 +153,10 @@ class FrameCheckpoint(AtomicModelCheckpoint):
             exception.add_note(f"no checkpoint could be saved ({error}); the previous one is intact")
             return
         exception.add_note(f"checkpoint saved: {self.last_model_path} (resume with --ckpt_path last)")
+
+    def _notice_sigterm(self, trainer: pl.Trainer) -> None:
+        if trainer.received_sigterm and not self._interrupt.terminated:
+            self._interrupt.note_sigterm()
 
     def save_now(self, trainer: pl.Trainer) -> None:
         """Save the top-k file and ``last`` for the current frame count (replaced files are removed afterwards)."""

@@ -7,6 +7,12 @@ installed (by :class:`~iquitos_lightning.training.callbacks.frame_checkpoint.Fra
 ``fit``), the first SIGINT only sets :attr:`InterruptRequest.requested`; the checkpoint callback
 then saves after the current training batch (or after the validation in progress) and stops the
 run. A second Ctrl-C raises ``KeyboardInterrupt`` at once, for a user who cannot wait.
+
+SIGTERM (``timeout``, ``kill -- -PGID``, a scheduler) is Lightning's to catch: its handler only sets
+``trainer.received_sigterm`` and raises ``SIGTERMException`` after the batch in progress. The checkpoint
+callback reads that flag as the same request (:meth:`InterruptRequest.note_sigterm`), so the run saves after
+the current rollout and the CLI exits with 143 saying where the checkpoint is. Collection workers ignore
+both signals (``envs.factory.worker_env_makers``): the training process decides when they stop.
 """
 
 from __future__ import annotations
@@ -42,7 +48,9 @@ class InterruptRequest:
 
     def __init__(self) -> None:
         self.requested = False
+        self.terminated = False  # the request came from SIGTERM (exit status 143), not Ctrl-C (130)
         self.saved_to: str | None = None  # the checkpoint saved since (set by the checkpoint callback)
+        self.up_to_date: str | None = None  # or the last checkpoint, when it already held the run's state
         self._previous: Any = None
         self._installed = False
 
@@ -52,8 +60,8 @@ class InterruptRequest:
         if self._installed or threading.current_thread() is not threading.main_thread():
             return
         _last_installed = self
-        self.requested = False
-        self.saved_to = None
+        self.requested = self.terminated = False
+        self.saved_to = self.up_to_date = None
         self._previous = signal.getsignal(signal.SIGINT)
         signal.signal(signal.SIGINT, self._on_sigint)
         self._installed = True
@@ -64,6 +72,10 @@ class InterruptRequest:
             return
         signal.signal(signal.SIGINT, self._previous if self._previous is not None else signal.default_int_handler)
         self._installed = False
+
+    def note_sigterm(self) -> None:
+        """SIGTERM arrived (Lightning's handler saw it): stop and save as after a first Ctrl-C, then exit 143."""
+        self.requested = self.terminated = True
 
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         if self.requested:

@@ -15,7 +15,9 @@ from typing import Any
 
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import RichProgressBar
-from lightning.pytorch.callbacks.progress.rich_progress import ProcessingSpeedColumn
+from lightning.pytorch.callbacks.progress.rich_progress import CustomTimeColumn, ProcessingSpeedColumn
+from rich.progress import ProgressColumn, Task
+from rich.text import Text
 
 from iquitos_lightning.agents.contract import FrameCounting, frame_budget, frames_done
 from iquitos_lightning.training.callbacks.step_rate import StepRate, format_duration
@@ -53,6 +55,20 @@ def run_status(
     return status
 
 
+class ElapsedColumn(ProgressColumn):
+    """The time since the bar started, in Lightning's style, without a remaining time (the ETA field has it)."""
+
+    max_refresh = 0.5  # as Lightning's time column: no jitter
+
+    def __init__(self, style: Any) -> None:
+        self.style = style
+        super().__init__()
+
+    def render(self, task: Task) -> Text:
+        elapsed = task.finished_time if task.finished else task.elapsed
+        return Text(format_duration(elapsed), style=self.style)
+
+
 def _frame_progress(pl_module: pl.LightningModule | None) -> tuple[int, int] | None:
     """``(frames_done, frame_budget)`` when the module counts frames towards a budget, else None."""
     frames, budget = frames_done(pl_module), frame_budget(pl_module)
@@ -83,11 +99,18 @@ class RLProgressBar(RichProgressBar):
         return {**status, **super().get_metrics(trainer, pl_module)}
 
     def configure_columns(self, trainer: pl.Trainer) -> list:
-        """Lightning's columns, less its batches/s speed when the bar counts frames (the fps field replaces it)."""
+        """Lightning's columns when the bar counts frames, less its batches/s speed (the fps field replaces it)
+        and with its time column showing only the elapsed time: its own remaining time, extrapolated from the
+        bar's progress since the start, sat beside the ETA field and disagreed with it (``0:33:07`` beside
+        ``ETA: 5:44:06`` on a real run), so the bar shows one ETA, :class:`StepRate`'s."""
         columns = super().configure_columns(trainer)
         if _frame_progress(trainer.lightning_module) is None:
             return columns
-        return [column for column in columns if not isinstance(column, ProcessingSpeedColumn)]
+        return [
+            ElapsedColumn(style=column.style) if isinstance(column, CustomTimeColumn) else column
+            for column in columns
+            if not isinstance(column, ProcessingSpeedColumn)
+        ]
 
     def _get_train_description(self, current_epoch: int) -> str:
         """Lightning writes "Epoch 3/-2" for step- or frame-bounded runs (max_epochs=-1): show just the epoch."""

@@ -12,7 +12,8 @@ how does the policy run the site?". At the end of ``fit`` and of ``test`` this c
 - ``summary.md``: what ran, for how long, how fast, and the figures above.
 
 After ``test`` it also writes the agent's KPI row to ``<logger root>/kpis.json`` (the file ``compare``
-and the README's output table name): the only writer of that file.
+and the README's output table name): the only writer of that file, and the one that removes it when a
+``fit`` starts, since the weights trained from then on are no longer the ones it describes.
 
 The same KPI table (after each evaluation) and the plots go into every W&B logger of the run. The
 history is part of the callback's checkpoint state, so a resumed run's curve starts at frame 0.
@@ -36,6 +37,8 @@ from lightning.pytorch.utilities import rank_zero_info
 
 from iquitos_lightning.agents.contract import FrameCounting, ReportsKpis, frames_done
 from iquitos_lightning.report.run_report import write_kpi_row, write_run_report
+
+KPI_ROW_FILE = "kpis.json"  # <logger root>/kpis.json: the agent's KPI row after `test`
 
 
 def logger_root(trainer: pl.Trainer) -> Path:
@@ -64,6 +67,10 @@ class RunReport(pl.Callback):
 
     # ----- observing ---------------------------------------------------------------------------------
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        stale = logger_root(trainer) / KPI_ROW_FILE
+        if trainer.is_global_zero and stale.is_file():
+            stale.unlink()
+            rank_zero_info(f"removed {stale}: the KPI row of an earlier `test`, not of the weights trained now")
         self._started = time.monotonic()
         self._frames_at_start = frames_done(pl_module) or 0
         self._episodes_seen = pl_module.episodes_done if isinstance(pl_module, FrameCounting) else 0
@@ -101,7 +108,7 @@ class RunReport(pl.Callback):
         self.write(trainer, pl_module, "test", metrics)
         row = pl_module.test_kpi_row() if isinstance(pl_module, ReportsKpis) else None
         if row is not None:
-            path = write_kpi_row(logger_root(trainer) / "kpis.json", row)
+            path = write_kpi_row(logger_root(trainer) / KPI_ROW_FILE, row)
             rank_zero_info(f"KPIs of {row['controller']} written to {path}")
 
     def write(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str, metrics: dict[str, float]) -> Path:

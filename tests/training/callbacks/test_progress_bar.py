@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from callbacks_testkit import TinyRegression, TinyRLModule, make_trainer
+from rich.text import Text
 
 from iquitos_lightning.callbacks import RLProgressBar, StepRate, VRAMMonitor
 from iquitos_lightning.training.callbacks.progress import format_count, run_status
@@ -28,6 +30,12 @@ def test_bar_counts_frames_and_shows_rate_eta_return_and_memory(
     assert shown["return"] == f"{module.last_episode_return:.4g}"
     assert "train/loss" in shown  # the module's own prog_bar metrics stay
     assert "frames: 160/1k" in capsys.readouterr().out
+    # The bar's text as drawn (whatever the terminal width): the elapsed time and one ETA, the StepRate's; no
+    # second remaining time from Lightning's time column (it said 0:33:07 beside ETA: 5:44:06 on a real run).
+    drawn = [column.render(bar.train_progress_bar) for column in bar.progress.columns]
+    line = " ".join(text.plain for text in drawn if isinstance(text, Text))
+    assert f"ETA: {shown['ETA']}" in line
+    assert len(re.findall(r"\d+:\d\d:\d\d", line)) == 2, line
 
 
 def test_bar_on_a_plain_module_keeps_lightning_behaviour(tmp_path: Path) -> None:

@@ -1,4 +1,8 @@
-"""Real learning on Pendulum-v1: SAC gets above -300 within 20k frames; PPO clearly beats a random policy."""
+"""Real learning on Pendulum-v1: PPO clearly beats a random policy (about a minute on the 2-core machine).
+
+In a file of its own (the SAC test beside it) so that pytest-xdist, which keeps a file on one worker
+(``--dist loadfile``), runs the two long learning tests at the same time.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import pytest
 import torch
 from agents_testkit import cpu_trainer
 
-from iquitos_lightning.agents import PPO, SAC, EnvConfig, RolloutConfig
+from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
 from iquitos_lightning.envs.factory import episode_seeding, make_env
 
 EVAL_EPISODES = 3
@@ -22,28 +26,6 @@ def random_policy_return(env_config: EnvConfig) -> float:
         rollout = env.rollout(1_000, break_when_any_done=True)
         returns.append(float(rollout["next", "reward"].sum()))
     return sum(returns) / len(returns)
-
-
-@pytest.mark.slow
-def test_sac_reaches_minus_300_on_pendulum_within_20k_frames():
-    torch.set_num_threads(1)  # tiny networks: one thread is as fast and does not fight other jobs
-    pl.seed_everything(0)
-    agent = SAC(
-        env=EnvConfig(name="Pendulum-v1", seed=1),
-        rollout=RolloutConfig(frame_budget=6_000, frames_per_batch=200, eval_every_frames=3_000, eval_episodes=3),
-        hidden_sizes=(64, 64),
-        batch_size=256,
-        actor_lr=1e-3,
-        critic_lr=1e-3,
-        alpha_lr=1e-3,
-        updates_per_frame=1.0,
-        init_random_frames=1_000,
-    )
-    trainer = cpu_trainer()
-    trainer.fit(agent)
-    final_return = float(trainer.callback_metrics["val/episode_return"])
-    assert agent.frames_done == 6_000
-    assert final_return > -300, final_return
 
 
 @pytest.mark.slow
