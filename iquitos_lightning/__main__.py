@@ -176,9 +176,10 @@ def _run_project_command(args: list[str]) -> int:
     if namespace.command == "build-site":
         # lazy: each command loads only what it runs (build-site must not pay for torch and Lightning)
         from iquitos_lightning.site.build import build_site, print_calibration
+        from iquitos_lightning.site.config import section_sources
 
         result = build_site(site_config, namespace.out, force=namespace.force)
-        print_calibration(result)
+        print_calibration(result, sources=section_sources(namespace.site))
         return 0
     if namespace.command == "compare":
         # lazy: each command loads only what it runs (build-site must not pay for torch and Lightning)

@@ -275,8 +275,28 @@ def socket_occupancy(series: SiteSeries) -> float:
     return occupied / open_hours
 
 
-def print_calibration(result: BuildResult, console: Console | None = None) -> None:
-    """A rich table of the build's calibration figures beside the docs/site.md targets."""
+# The site section each calibration figure follows from (for the "from" column of a site built over a base).
+FIGURE_SECTIONS = {
+    "PV specific yield": "pv",
+    "PV performance ratio": "pv",
+    "annual GHI": "pv",
+    "mall energy (full year)": "mall",
+    "mall max": "mall",
+    "EV energy": "ev",
+    "EV sessions": "ev",
+    "dropped arrivals": "ev",
+    "socket occupancy": "ev",
+}
+
+
+def print_calibration(
+    result: BuildResult, console: Console | None = None, sources: dict[str, str] | None = None
+) -> None:
+    """A rich table of the build's calibration figures beside the docs/site.md targets.
+
+    ``sources`` (:func:`~iquitos_lightning.site.config.section_sources` of the site file) adds a "from" column:
+    which figures the file decided and which it took from its ``base``.
+    """
     console = console or Console()
     config = result.series.config
     figures = result.calibration
@@ -297,10 +317,11 @@ def print_calibration(result: BuildResult, console: Console | None = None) -> No
         ("socket occupancy", f"{100 * figures['socket_occupancy']:.1f} % of open hours", "-"),
     ]
     table = Table(title=f"Site {config.name}: calibration ({'cached' if result.cached else 'built'} at {result.path})")
-    for column in ("figure", "built", "target"):
+    inherits = sources is not None and any(source != "file" for source in sources.values())
+    for column in ("figure", "built", "target", *(("from",) if inherits else ())):
         table.add_column(column)
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*row, *((sources.get(FIGURE_SECTIONS[row[0]], "file"),) if inherits else ()))
     console.print(table)
 
 

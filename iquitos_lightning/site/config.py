@@ -506,5 +506,47 @@ def _site_data(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
     return merged
 
 
+def section_sources(path: str | Path) -> dict[str, str]:
+    """Where each section of a site file comes from: ``"file"``, ``"base <name>"`` (left out, inherited whole)
+    or ``"file over base <name>"`` (written in part, the rest inherited); read from the YAML files themselves.
+
+    Why: a site built over a base is the base wherever the file is silent; the calibration table says which
+    figures the user's file decided and which it took from the base.
+    """
+    path = Path(path)
+    data = _site_data_without_base(path)
+    base = data.pop(BASE_KEY, None)
+    if base is None:
+        return {section.name: "file" for section in dataclasses.fields(SiteConfig)}
+    base_name = Path(str(base)).stem
+    sources = {}
+    for section in dataclasses.fields(SiteConfig):
+        written = data.get(section.name)
+        inner = _section_field_names(section)
+        if section.name not in data:
+            sources[section.name] = f"base {base_name}"
+        elif isinstance(written, dict) and inner is not None and not inner <= set(written):
+            sources[section.name] = f"file over base {base_name}"
+        else:
+            sources[section.name] = "file"
+    return sources
+
+
+def _section_field_names(field: dataclasses.Field) -> set[str] | None:
+    """The keys of a section (a dataclass field of :class:`SiteConfig`), None for a plain value."""
+    if field.default_factory is dataclasses.MISSING:
+        return None
+    default = field.default_factory()
+    return {inner.name for inner in dataclasses.fields(default)} if dataclasses.is_dataclass(default) else None
+
+
+def _site_data_without_base(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as error:
+        raise SiteConfigError(f"site config {path}: cannot read it ({str(error).splitlines()[0]})") from None
+    return dict(data) if isinstance(data, dict) else {}
+
+
 def _indent(text: str) -> str:
     return "\n".join(f"  {line}" for line in text.splitlines())

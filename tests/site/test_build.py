@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import filecmp
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
 
-from iquitos_lightning.site.build import build_site, load_series
+from iquitos_lightning.site.build import build_site, load_series, print_calibration
 from iquitos_lightning.site.config import load_site_config
 
 TINY = Path("configs/site/tiny.yaml")
@@ -73,9 +76,6 @@ def test_default_site_meets_the_site_md_targets(tmp_path: Path) -> None:
 
 def test_builds_racing_for_one_folder_both_succeed_and_leave_one_whole_dataset(tmp_path: Path) -> None:
     """``compare --jobs 2`` on a fresh clone: two runs build the same missing site at once."""
-    import subprocess
-    import sys
-
     out = tmp_path / "site"
     code = (
         "import sys; from pathlib import Path; from iquitos_lightning.site.build import build_site; "
@@ -88,3 +88,18 @@ def test_builds_racing_for_one_folder_both_succeed_and_leave_one_whole_dataset(t
     assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]  # no staging or old folder left behind
     cached = build_site(load_site_config(TINY), out, progress=False)
     assert cached.cached and len(_all_files(out)) > 8
+
+
+def test_the_calibration_table_marks_the_figures_a_site_took_from_its_base(tmp_path: Path) -> None:
+    result = build_site(load_site_config(TINY), tmp_path / "site", progress=False)
+    sources = {"name": "file", "pv": "base iquitos-2026", "mall": "file", "ev": "file over base iquitos-2026"}
+    console = Console(record=True, width=200)
+    print_calibration(result, console, sources)
+    lines = console.export_text().splitlines()
+    assert "from" in next(line for line in lines if "figure" in line)
+    assert "base iquitos-2026" in next(line for line in lines if "PV specific yield" in line)
+    assert "file over base" in next(line for line in lines if "EV sessions" in line)
+    assert "base" not in next(line for line in lines if "mall max" in line)
+    plain = Console(record=True, width=200)
+    print_calibration(result, plain, {"pv": "file"})  # a file without a base: no "from" column
+    assert "from" not in plain.export_text()

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from iquitos_lightning.site.config import SiteConfig, SiteConfigError, load_site_config
+from iquitos_lightning.site.config import SiteConfig, SiteConfigError, load_site_config, section_sources
 
 REPO_SITES = Path(__file__).resolve().parents[2] / "configs" / "site"
 
@@ -94,3 +94,13 @@ def test_a_site_file_with_a_base_inherits_the_sections_it_leaves_out(tmp_path):
     looping.write_text("base: loop\n")
     with pytest.raises(SiteConfigError, match="loops back"):
         load_site_config(looping)
+
+
+def test_section_sources_say_which_sections_a_file_decided_and_which_came_from_its_base(tmp_path):
+    longer = tmp_path / "tiny-longer.yaml"
+    longer.write_text("base: tiny\nname: tiny-longer\ncalendar: {days: 14}\n")
+    sources = section_sources(longer)
+    assert sources["name"] == "file"
+    assert sources["calendar"] == "file over base tiny"  # days written, year inherited
+    assert sources["ev"] == sources["pv"] == sources["mall"] == "base tiny"
+    assert set(section_sources(REPO_SITES / "tiny.yaml").values()) == {"file"}
