@@ -113,6 +113,16 @@ def test_missing_checkpoint_file_is_refused(tmp_path, capsys):
     assert "checkpoint not found" in _refused(capsys, code)
 
 
+def test_a_truncated_checkpoint_is_refused_through_the_cli(tmp_path, capsys, foreign_checkpoints):
+    """A checkpoint cut short (a copy interrupted, a disk that filled) is one error line, not a torch traceback."""
+    whole = foreign_checkpoints["ppo"].read_bytes()
+    truncated = tmp_path / "truncated.ckpt"
+    truncated.write_bytes(whole[: len(whole) // 2])
+    code = run_lightning_cli([*pendulum_sac_args(tmp_path, frame_budget=100), f"--ckpt_path={truncated}"])
+    said = _refused(capsys, code)
+    assert f"checkpoint {truncated} cannot be loaded" in said and "may be truncated" in said
+
+
 # ----- site data ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_build(tmp_path_factory: pytest.TempPathFactory) -> Path:

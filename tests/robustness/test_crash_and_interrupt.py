@@ -59,6 +59,26 @@ def test_ctrl_c_stops_after_the_rollout_saves_a_consistent_checkpoint_and_exits_
     assert len(state["agent"]["replay_buffer"]["data"]["observation"]) == state["frames_done"]
 
 
+def test_a_second_ctrl_c_stops_inside_the_updates_still_saving_and_exits_130(tmp_path: Path) -> None:
+    """The first Ctrl-C waits for the rollout's updates; a second one stops at once (mid-updates), still saving."""
+    checkpoints = tmp_path / "checkpoints"
+    # 40 updates per frame: each 50-frame rollout is 2,000 updates (seconds), so the second Ctrl-C lands inside them.
+    child = _start(pendulum_sac_args(tmp_path, frame_budget=1_000_000, every_n_frames=50, updates_per_frame=40.0))
+    _wait_for(lambda: (checkpoints / "last.ckpt").exists(), child, poll_s=0.05)
+    child.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    child.send_signal(signal.SIGINT)
+    _, stderr = child.communicate(timeout=120)
+
+    assert child.returncode == 130, stderr
+    assert "interrupted" in stderr and "--ckpt_path last" in stderr
+    assert "Traceback" not in stderr
+    state = load(checkpoints / "last.ckpt")["rl_state"]
+    # Stopped inside a rollout's updates: fewer updates than 40 per frame (a first Ctrl-C alone makes them all).
+    assert state["frames_done"] >= 100
+    assert state["updates_done"] < 40 * state["frames_done"]
+
+
 def test_kill_9_in_the_middle_of_a_checkpoint_write_keeps_last_loadable_and_fit_resumes(tmp_path: Path) -> None:
     checkpoints = tmp_path / "checkpoints"
     # 1024-wide networks make each checkpoint ~45 MB, so a write lasts long enough to be caught in the act.

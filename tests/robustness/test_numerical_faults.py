@@ -14,10 +14,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
 from agents_testkit import cpu_trainer, frame_checkpoint, small_sac  # noqa: E402
-from robust_testkit import load  # noqa: E402
+from robust_testkit import load, pendulum_sac_args  # noqa: E402
 
 from iquitos_lightning.agents import A2C, EnvConfig, RolloutConfig  # noqa: E402
 from iquitos_lightning.agents.guards import NonFiniteTraining  # noqa: E402
+from iquitos_lightning.cli import run_lightning_cli  # noqa: E402
 from iquitos_lightning.envs.finite import FiniteValues, NonFiniteEnvValue  # noqa: E402
 from iquitos_lightning.training.checkpoint_io import SafeCheckpointIO  # noqa: E402
 
@@ -166,3 +167,14 @@ def test_a_finite_loss_with_a_non_finite_gradient_is_named_by_the_term_its_optim
     assert find_nonfinite(finite, gradients) == "gradient of loss_qvalue"
     assert find_nonfinite(finite, {"loss_actor": [torch.ones(3)]}) is None
     assert find_nonfinite({**finite, "loss_actor": torch.tensor(float("nan"))}, gradients) == "loss_actor"
+
+
+def test_a_persistent_non_finite_loss_through_the_cli_exits_4_with_one_line(tmp_path, capsys):
+    """A learning rate of 1e30 throws the weights to ~1e30 in one step, so every later loss is non-finite: the CLI
+    stops with status 4 and its one line, no traceback."""
+    arguments = pendulum_sac_args(tmp_path, frame_budget=300)
+    code = run_lightning_cli([*arguments, "--model.critic_lr=1e30", "--model.rollout.max_nonfinite_in_a_row=2"])
+    said = capsys.readouterr().err
+    assert code == 4, said
+    assert "Traceback" not in said
+    assert "training stopped: 2 updates in a row had a non-finite" in said
