@@ -41,17 +41,27 @@ def _wait_for(condition, child: subprocess.Popen, poll_s: float) -> None:  # noq
         time.sleep(poll_s)
 
 
-def test_ctrl_c_stops_after_the_rollout_saves_a_consistent_checkpoint_and_exits_130(tmp_path: Path) -> None:
+def _interrupted_run(tmp_path: Path, updates_per_frame: float, ctrl_c_count: int) -> tuple[str, dict]:
+    """A Pendulum SAC ``fit`` sent ``ctrl_c_count`` SIGINTs 0.5 s apart once its first checkpoint exists; asserts
+    exit 130, the one line and no traceback; returns stderr and the saved ``rl_state``."""
     checkpoints = tmp_path / "checkpoints"
-    child = _start(pendulum_sac_args(tmp_path, frame_budget=1_000_000, every_n_frames=50, updates_per_frame=0.2))
+    child = _start(
+        pendulum_sac_args(tmp_path, frame_budget=1_000_000, every_n_frames=50, updates_per_frame=updates_per_frame)
+    )
     _wait_for(lambda: (checkpoints / "last.ckpt").exists(), child, poll_s=0.05)
-    child.send_signal(signal.SIGINT)
+    for count in range(ctrl_c_count):
+        time.sleep(0.5 * (count > 0))
+        child.send_signal(signal.SIGINT)
     _, stderr = child.communicate(timeout=120)
-
     assert child.returncode == 130, stderr
-    assert "interrupted: checkpoint saved to" in stderr and "--ckpt_path last" in stderr
+    assert "interrupted" in stderr and "--ckpt_path last" in stderr
     assert "Traceback" not in stderr
-    state = load(checkpoints / "last.ckpt")["rl_state"]
+    return stderr, load(checkpoints / "last.ckpt")["rl_state"]
+
+
+def test_ctrl_c_stops_after_the_rollout_saves_a_consistent_checkpoint_and_exits_130(tmp_path: Path) -> None:
+    stderr, state = _interrupted_run(tmp_path, updates_per_frame=0.2, ctrl_c_count=1)
+    assert "interrupted: checkpoint saved to" in stderr
     # Saved at a rollout boundary with every update of that rollout made: 0.2 updates per frame from the
     # first rollout on, so the counters agree exactly (an interrupt mid-update would break this).
     assert state["frames_done"] % 50 == 0 and state["frames_done"] >= 50
@@ -61,19 +71,8 @@ def test_ctrl_c_stops_after_the_rollout_saves_a_consistent_checkpoint_and_exits_
 
 def test_a_second_ctrl_c_stops_inside_the_updates_still_saving_and_exits_130(tmp_path: Path) -> None:
     """The first Ctrl-C waits for the rollout's updates; a second one stops at once (mid-updates), still saving."""
-    checkpoints = tmp_path / "checkpoints"
     # 40 updates per frame: each 50-frame rollout is 2,000 updates (seconds), so the second Ctrl-C lands inside them.
-    child = _start(pendulum_sac_args(tmp_path, frame_budget=1_000_000, every_n_frames=50, updates_per_frame=40.0))
-    _wait_for(lambda: (checkpoints / "last.ckpt").exists(), child, poll_s=0.05)
-    child.send_signal(signal.SIGINT)
-    time.sleep(0.5)
-    child.send_signal(signal.SIGINT)
-    _, stderr = child.communicate(timeout=120)
-
-    assert child.returncode == 130, stderr
-    assert "interrupted" in stderr and "--ckpt_path last" in stderr
-    assert "Traceback" not in stderr
-    state = load(checkpoints / "last.ckpt")["rl_state"]
+    _, state = _interrupted_run(tmp_path, updates_per_frame=40.0, ctrl_c_count=2)
     # Stopped inside a rollout's updates: fewer updates than 40 per frame (a first Ctrl-C alone makes them all).
     assert state["frames_done"] >= 100
     assert state["updates_done"] < 40 * state["frames_done"]
