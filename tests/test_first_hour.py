@@ -107,6 +107,8 @@ def test_the_litlogger_tip_the_leafspec_and_wandb_anonymous_warnings_are_gone_un
     assert "installing [litlogger]" not in quiet and "LeafSpec" not in quiet and "anonymous setting" not in quiet
     assert "installing [litlogger]" in verbose  # filtered at the source, not lost
     assert "The anonymous setting has no effect" in verbose
+    assert "[torchrl][INFO]" in quiet and "\x1b[" not in quiet  # TorchRL's lines, without colour codes in a pipe
+    assert "VRAMMonitor measures" not in quiet + verbose  # on a CPU, nothing to explain
 
 
 @pytest.mark.parametrize(

@@ -6,11 +6,16 @@ effect" (Lightning's ``WandbLogger`` always passes ``anonymous=None``; the W&B l
 :mod:`~iquitos_lightning.training.tracking` leaves it out when :func:`library_noise_quieted`). None is about
 the user's run, and the line that matters (an error, the checkpoint folder) drowned among them. Each filter
 matches one known message, so anything new still shows.
+
+TorchRL's console handler colours its lines with ANSI codes whatever the stream, so a log file or a pipe got
+``\x1b[92m...`` around every line: :func:`plain_torchrl_lines` gives it a plain format there (and wherever
+``NO_COLOR`` is set), whatever ``--verbose`` says (the lines stay, only the codes go).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 
 # Lightning's rank-zero logger, where the litlogger tip is an INFO record, and its signal connector, which
@@ -20,6 +25,8 @@ LIGHTNING_SIGNAL_LOGGER = "lightning.pytorch.trainer.connectors.signal_connector
 NOISY_LOGGERS = (LIGHTNING_RANK_ZERO_LOGGER, LIGHTNING_SIGNAL_LOGGER)
 NOISE_IN_LOG_RECORDS = ("try installing [litlogger]", "Received SIGTERM")
 NOISE_WARNINGS = (r"`isinstance\(treespec, LeafSpec\)` is deprecated",)
+TORCHRL_LOGGER = "torchrl"
+PLAIN_TORCHRL_FORMAT = "%(asctime)s [%(name)s][%(levelname)s] %(message)s"
 
 
 class _DropKnownNoise(logging.Filter):
@@ -41,6 +48,7 @@ def quiet_library_noise(verbose: bool = False) -> None:
     """Drop the known library messages (nothing when ``verbose``); idempotent."""
     global _quiet
     _quiet = not verbose
+    plain_torchrl_lines()
     loggers = [logging.getLogger(name) for name in NOISY_LOGGERS]
     if verbose:
         for logger in loggers:
@@ -51,3 +59,15 @@ def quiet_library_noise(verbose: bool = False) -> None:
             logger.addFilter(_FILTER)
     for message in NOISE_WARNINGS:
         warnings.filterwarnings("ignore", message=message)
+
+
+def plain_torchrl_lines() -> None:
+    """TorchRL's console lines without colour codes when they go to a file or pipe, or ``NO_COLOR`` is set.
+
+    Call after TorchRL is imported (its import replaces the ``torchrl`` logger's handlers).
+    """
+    for handler in logging.getLogger(TORCHRL_LOGGER).handlers:
+        stream = getattr(handler, "stream", None)
+        on_a_terminal = stream is not None and hasattr(stream, "isatty") and stream.isatty()
+        if os.environ.get("NO_COLOR") or not on_a_terminal:
+            handler.setFormatter(logging.Formatter(PLAIN_TORCHRL_FORMAT))

@@ -190,7 +190,8 @@ class VRAMMonitor(pl.Callback):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._batches_seen = 0
         self._observe(trainer, pl_module)
-        rank_zero_info(f"VRAMMonitor measures {self.measures}")
+        if pl_module.device.type == "cuda":  # on a CPU the mem/ figures are the process's RAM: nothing to explain
+            rank_zero_info(f"VRAMMonitor measures {self.measures}")
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
