@@ -8,7 +8,12 @@ from control_testkit import hand_series, hand_site_config
 
 from iquitos_lightning.envs.actions import unavoidable_unmet_kwh
 from iquitos_lightning.metrics.flows import DEPARTURE_COLUMNS, FLOW_COLUMNS
-from iquitos_lightning.metrics.kpis import KPI_UNITS, compute_kpis, energy_balance_residual_kw
+from iquitos_lightning.metrics.kpis import (
+    DEPARTURE_SOC_TOLERANCE,
+    KPI_UNITS,
+    compute_kpis,
+    energy_balance_residual_kw,
+)
 from iquitos_lightning.site.config import EVConfig, EVFleetConfig
 
 
@@ -91,3 +96,30 @@ def test_unavoidable_unmet_is_need_beyond_charger_power_times_dwell() -> None:
         sessions=[(0, 0, 1, 0.1, 0.9), (0, 1, 3, 0.25, 0.75), (0, 3, 4, 0.8, 0.8)],
     )
     assert unavoidable_unmet_kwh(series) == pytest.approx(1.2)
+
+
+def _table(rows: list[tuple[float, ...]]) -> pd.DataFrame:
+    """Flow rows (pv, mall, ev, bess charge, bess discharge, import, export, soc, price, intensity)."""
+    return pd.DataFrame(rows, columns=list(FLOW_COLUMNS))
+
+
+def test_kpis_at_their_edges_no_pv_little_pv_exports_beyond_pv_an_empty_episode_and_the_tolerance() -> None:
+    """The cases the mutation run (docs/testing.md) found unpinned, each worked by hand."""
+    config = _two_fleet_config()
+    no_departures = pd.DataFrame(columns=list(DEPARTURE_COLUMNS))
+    dark = compute_kpis(_table([(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5, 0.28, 0.45)] * 2), no_departures, config)
+    assert dark["pv_self_consumption_pct"] == 0.0  # no PV at all: 0 %, not a division by zero
+    assert dark["peak_import_kw"] == 0.0  # nothing imported: the peak is 0, not the max's starting value
+    little = compute_kpis(_table([(0.5, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5, 0.28, 0.45)]), no_departures, config)
+    assert little["pv_self_consumption_pct"] == pytest.approx(100.0)  # 0.5 kWh of PV, all used on site
+    # Hour 1: the BESS sends 5 kW to the grid beside 2 kW of PV (7 kW exported): no PV was used that hour,
+    # not -5 kWh. Hour 2: 10 kW of PV used on site. So 10 of 12 kWh.
+    beyond = _table(
+        [(2.0, 0.0, 0.0, 0.0, 5.0, 0.0, 7.0, 0.5, 0.28, 0.45), (10.0, 10.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5, 0.28, 0.45)]
+    )
+    assert compute_kpis(beyond, no_departures, config)["pv_self_consumption_pct"] == pytest.approx(100.0 * 10 / 12)
+    empty = compute_kpis(_table([]), no_departures, config)
+    assert empty["peak_import_kw"] == 0.0 and empty["energy_balance_max_error_kw"] == 0.0
+    # A departure short by exactly the tolerance is served; the KPI counts only what is short by more.
+    edge = pd.DataFrame([(0, 2, 0.6, 0.6 - DEPARTURE_SOC_TOLERANCE, 1.0, 0.0)], columns=list(DEPARTURE_COLUMNS))
+    assert compute_kpis(_flows(), edge, config)["departures_below_required"] == 0.0
