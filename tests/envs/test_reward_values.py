@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from iquitos_lightning.envs.objectives import (
+    TariffReward,
     TariffWeights,
     check_objective,
     month_start_steps,
@@ -220,3 +221,40 @@ def test_the_grid_term_is_quadratic() -> None:
         assert grid_term(StepOutcome(**{**OUTCOME.__dict__, "grid_import_kw": imported}), SCALES) == pytest.approx(
             expected
         )
+
+
+def test_the_tariff_step_reward_is_minus_the_hours_bill_over_the_scale() -> None:
+    """TariffReward, what both simulators call: the tiny site's demand charge, default weights, SCALES."""
+    site = load_site_config(TINY)
+    reward = TariffReward.for_site(site, SCALES)  # no weights given: the default CO2 price, 0.05 PEN/kg
+    assert reward.weights == TariffWeights() and TariffWeights().co2_price_per_kg == 0.05
+    assert reward.scale == 500.0  # 1000 kW x 0.5 PEN/kWh
+    with pytest.raises(dataclasses.FrozenInstanceError):  # shared by every env of a batch: never changed
+        reward.scale = 1.0
+    rate = site.grid.demand_charge_per_kw_month
+    # In the window, peak so far 400 kW, import 500 kW: (150 + 5 + rate x 100) / 500, negated.
+    assert reward(500.0, 0.3, 0.2, 400.0, 1.0) == pytest.approx(-(150 + 5 + rate * 100) / 500)
+    assert reward(300.0, 0.3, 0.2, 400.0, 0.0) == pytest.approx(-(90 + 3) / 500)  # outside: energy and CO2 only
+
+
+def test_the_peak_to_date_rises_by_exactly_the_excess_and_never_falls() -> None:
+    assert next_peak_to_date(450.0, 400.0, 1.0) == 450.0  # 400 + (450 - 400)
+    assert next_peak_to_date(1000.0, 300.0, 1.0) == 1000.0  # 300 + 700 (a remainder, 1000 % 300, would give 400)
+    assert next_peak_to_date(400.5, 400.0, 1.0) == 400.5  # a rise of half a kW counts in full
+    assert next_peak_to_date(399.5, 400.0, 1.0) == 400.0  # an hour below the peak leaves it
+    assert next_peak_to_date(0.0, 0.0, 1.0) == 0.0
+
+
+def test_the_bill_with_default_weights_of_an_empty_year_and_a_window_ending_early() -> None:
+    site = load_site_config(TINY)
+    hours = 48
+    imports = np.full(hours, 10.0)
+    flows = pd.DataFrame({"grid_import_kw": imports, "price_per_kwh": 0.2, "carbon_intensity_kg_per_kwh": 0.1})
+    assert tariff_bill(flows, site)["tariff_cost"] == pytest.approx(
+        tariff_bill(flows, site, TariffWeights(co2_price_per_kg=0.05))["tariff_cost"]
+    )  # no weights given: the default CO2 price
+    assert tariff_bill(flows, site)["peak_window_import_kw_mean_monthly"] == 10.0  # two days: one month, not two
+    empty = tariff_bill(flows.iloc[:0], site)
+    assert empty == {"demand_charge": 0.0, "peak_window_import_kw_mean_monthly": 0.0, "tariff_cost": 0.0}
+    early = dataclasses.replace(site, grid=dataclasses.replace(site.grid, peak_start_hour=17, peak_end_hour=21))
+    assert np.flatnonzero(peak_window_steps(early, 24)).tolist() == [17, 18, 19, 20]  # 21-23 are outside
