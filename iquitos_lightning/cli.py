@@ -171,6 +171,7 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
             config_files(self.written_args),
             command_line_keys(self.written_args),
             torch.cuda.is_available(),
+            config.get("model"),
         )
         adapted = adapt_to_machine(trainer.accelerator, trainer.precision, torch.cuda.is_available())
         trainer.accelerator = adapted.accelerator

@@ -10,8 +10,10 @@ one).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 GPU_ACCELERATORS = ("gpu", "cuda")
 CPU_FALLBACK_PRECISION = "32-true"
@@ -49,8 +51,42 @@ def adapt_to_machine(accelerator: str | None, precision: str | int | None, cuda_
     return TrainerDevice(accelerator, precision_text, None)
 
 
+# SAC updates/s of 256x256 networks on the 2-core development CPU (docs/performance.md; profiles.py "cpu" class).
+SAC_CPU_UPDATES_PER_S = (50.0, 90.0)
+
+
+def _value(section: Any, key: str) -> Any:
+    """A key of a config section, whether jsonargparse gave a Namespace or a dict."""
+    return section.get(key) if isinstance(section, Mapping) else getattr(section, key, None)
+
+
+def cpu_duration_hint(model: Any) -> str:
+    """What a GPU profile asked, in frames and, for SAC, in hours on a 2-core CPU (empty when unknown).
+
+    Why: run on the CPU, the RTX 4060 SAC profile became a 5 h 44 min run that nobody asked for; the refusal
+    says what the user would have waited for. The estimate counts SAC's updates only (its learner sets the pace).
+    """
+    init_args = _value(model, "init_args") or {}
+    frames = _value(_value(init_args, "rollout") or {}, "frame_budget")
+    if not frames:
+        return ""
+    hint = f" (it asks for {int(frames):,} frames"
+    if str(_value(model, "class_path") or "").endswith("SAC"):
+        updates = int(frames) * float(_value(init_args, "updates_per_frame") or 1.0)
+        fast, slow = (updates / rate / 3600 for rate in sorted(SAC_CPU_UPDATES_PER_S, reverse=True))
+        hint += (
+            f": {updates:,.0f} SAC updates, about {fast:.1f}-{slow:.1f} h on a 2-core CPU at the "
+            f"{SAC_CPU_UPDATES_PER_S[0]:.0f}-{SAC_CPU_UPDATES_PER_S[1]:.0f} updates/s measured for 256x256 networks"
+        )
+    return hint + ")"
+
+
 def refuse_gpu_profile_without_cuda(
-    precision: str | int | None, config_files: list[str], typed_keys: set[str], cuda_available: bool
+    precision: str | int | None,
+    config_files: list[str],
+    typed_keys: set[str],
+    cuda_available: bool,
+    model: Any = None,
 ) -> None:
     """A config file written for a GPU (half precision) started where there is no CUDA device stops at once.
 
@@ -69,5 +105,6 @@ def refuse_gpu_profile_without_cuda(
     instead = f"--config {alternatives[0]}" if alternatives else "--profile auto"
     raise AcceleratorUnavailable(
         f"{' '.join(config_files) or 'this config'} is a GPU profile (precision {precision}) and this machine has "
-        f"no CUDA device: use {instead}, or add --trainer.accelerator cpu to run it on the CPU anyway (slowly)"
+        f"no CUDA device: use {instead}, or add --trainer.accelerator cpu to run it on the CPU anyway "
+        f"(slowly){cpu_duration_hint(model) if model is not None else ''}"
     )
