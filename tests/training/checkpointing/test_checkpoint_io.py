@@ -126,3 +126,13 @@ def test_truncated_checkpoint_is_reported_not_a_deep_trace(tmp_path: Path) -> No
     target.write_bytes(target.read_bytes()[:100])
     with pytest.raises(CheckpointReadError, match="cannot be loaded"):
         SafeCheckpointIO().load_checkpoint(target)
+
+
+def test_removing_a_checkpoint_that_is_already_gone_is_not_an_error(tmp_path: Path) -> None:
+    """Lightning removes superseded checkpoints; one deleted meanwhile (by hand, by a cleanup) must not stop a run."""
+    io = SafeCheckpointIO()
+    kept = tmp_path / "frames=100.ckpt"
+    kept.write_bytes(b"x")
+    io.remove_checkpoint(kept)
+    assert not kept.exists()
+    io.remove_checkpoint(kept)  # a second time: already gone, no error
