@@ -49,6 +49,7 @@ from iquitos_lightning.errors import (
     INTERRUPTED_EXIT_CODE,
     TERMINATED_EXIT_CODE,
     ConfigError,
+    find_in_chain,
     find_project_error,
     one_line,
 )
@@ -297,6 +298,8 @@ def run_lightning_cli(args: list[str]) -> int:
         print("interrupted before training started: nothing to save", file=sys.stderr)
         return INTERRUPTED_EXIT_CODE
     except Exception as error:
+        if raised_while_interrupting(error):  # a second Ctrl-C that a library's cleanup turned into another error
+            return _interrupted_exit_code() or INTERRUPTED_EXIT_CODE
         project_error = find_project_error(error)
         if project_error is None:
             raise
@@ -326,6 +329,17 @@ def _finish_wandb_run() -> None:
     wandb = sys.modules.get("wandb")
     if wandb is not None and getattr(wandb, "run", None) is not None:
         wandb.finish()
+
+
+def raised_while_interrupting(error: BaseException) -> bool:
+    """Whether ``error`` arose while a ``KeyboardInterrupt`` unwound (it is in the exception's context chain).
+
+    Why: a second Ctrl-C raises ``KeyboardInterrupt`` wherever the code is; inside TorchRL's SAC loss (its vmap
+    over the Q networks swaps parameters in a context manager) the cleanup then failed with ``RuntimeError:
+    Converting a tensordict to boolean value is not permitted``, and the run ended with a traceback and status 1
+    although the user had asked to stop and the checkpoint was saved. Such a run is an interrupted one (130).
+    """
+    return find_in_chain(error, KeyboardInterrupt) is not None
 
 
 def _interrupted_exit_code() -> int:

@@ -15,6 +15,10 @@ saved in both cases).
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+E = TypeVar("E", bound=BaseException)
+
 INTERRUPTED_EXIT_CODE = 130
 TERMINATED_EXIT_CODE = 143
 
@@ -43,16 +47,21 @@ class OutputWriteError(ProjectError, OSError):
     exit_code = 5
 
 
-def find_project_error(error: BaseException) -> ProjectError | None:
-    """The :class:`ProjectError` that caused ``error`` (itself, or up its ``__cause__``/``__context__`` chain)."""
+def find_in_chain(error: BaseException, kind: type[E]) -> E | None:
+    """The first exception of ``kind`` in ``error``'s chain (itself, then up its ``__cause__``/``__context__``)."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
-        if isinstance(current, ProjectError):
+        if isinstance(current, kind):
             return current
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return None
+
+
+def find_project_error(error: BaseException) -> ProjectError | None:
+    """The :class:`ProjectError` that caused ``error`` (itself, or up its ``__cause__``/``__context__`` chain)."""
+    return find_in_chain(error, ProjectError)
 
 
 def one_line(error: BaseException) -> str:

@@ -17,6 +17,7 @@ sys.path.insert(0, str(REPO / "tests" / "agents"))
 from agents_testkit import cpu_trainer, small_sac  # noqa: E402
 
 from iquitos_lightning.atomic_files import TEMP_SUFFIX  # noqa: E402
+from iquitos_lightning.cli import raised_while_interrupting  # noqa: E402
 from iquitos_lightning.training.callbacks.frame_checkpoint import FrameCheckpoint  # noqa: E402
 from iquitos_lightning.training.checkpoint_io import SafeCheckpointIO  # noqa: E402
 
@@ -158,3 +159,25 @@ def test_a_kill_while_last_is_relinked_leaves_last_pointing_at_a_complete_checkp
         resumed, ckpt_path="last"
     )
     assert resumed.frames_done == 150
+
+
+def test_an_error_raised_while_a_ctrl_c_unwinds_counts_as_the_interrupt() -> None:
+    """A library's cleanup failing under a second Ctrl-C (seen: TorchRL's vmap parameter swap) is an interrupt."""
+
+    def cleanup_fails_during_interrupt() -> None:
+        try:
+            raise KeyboardInterrupt
+        finally:
+            raise RuntimeError("Converting a tensordict to boolean value is not permitted")
+
+    with pytest.raises(RuntimeError) as raised:
+        cleanup_fails_during_interrupt()
+    assert raised_while_interrupting(raised.value)
+    assert not raised_while_interrupting(RuntimeError("a real bug"))
+    try:
+        raise ValueError("first")
+    except ValueError as first:
+        try:
+            raise RuntimeError("second") from first
+        except RuntimeError as second:
+            assert not raised_while_interrupting(second)  # a chain without an interrupt
