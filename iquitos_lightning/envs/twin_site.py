@@ -77,5 +77,6 @@ class TwinSite:
         """The twin's own objective's return; the tariff bill (in -scale units) from the flows otherwise."""
         returns = {self.twin.objective: self._return}
         if self.twin.objective == THESIS:
-            returns[TARIFF] = -tariff_bill(self.flows(), self.site_config)["tariff_cost"] / self.twin.tariff.scale
+            bill = tariff_bill(self.flows(), self.site_config, self.twin.tariff.weights)
+            returns[TARIFF] = -bill["tariff_cost"] / self.twin.tariff.scale
         return returns

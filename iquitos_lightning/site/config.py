@@ -485,16 +485,9 @@ def load_site_config(path: str | Path) -> SiteConfig:
 
 def _site_data(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
     """The file's mapping, over its ``base``'s (recursively, section by section)."""
-    if not path.is_file():
-        raise SiteConfigError(f"site config {path}: file not found")
     if path.resolve() in seen:
         raise SiteConfigError(f"site config {path}: `{BASE_KEY}` loops back to itself")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as error:
-        raise SiteConfigError(f"site config {path}: not valid YAML ({str(error).splitlines()[0]})") from None
-    if not isinstance(data, dict):
-        raise SiteConfigError(f"site config {path}: expected a mapping of sections, got {type(data).__name__}")
+    data = _read_site_file(path)
     base = data.pop(BASE_KEY, None)
     if base is None:
         return data
@@ -514,7 +507,7 @@ def section_sources(path: str | Path) -> dict[str, str]:
     figures the user's file decided and which it took from the base.
     """
     path = Path(path)
-    data = _site_data_without_base(path)
+    data = _read_site_file(path)
     base = data.pop(BASE_KEY, None)
     if base is None:
         return {section.name: "file" for section in dataclasses.fields(SiteConfig)}
@@ -540,12 +533,17 @@ def _section_field_names(field: dataclasses.Field) -> set[str] | None:
     return {inner.name for inner in dataclasses.fields(default)} if dataclasses.is_dataclass(default) else None
 
 
-def _site_data_without_base(path: Path) -> dict[str, Any]:
+def _read_site_file(path: Path) -> dict[str, Any]:
+    """One site file's own mapping (its ``base`` key included, not followed)."""
+    if not path.is_file():
+        raise SiteConfigError(f"site config {path}: file not found")
     try:
         data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as error:
-        raise SiteConfigError(f"site config {path}: cannot read it ({str(error).splitlines()[0]})") from None
-    return dict(data) if isinstance(data, dict) else {}
+    except yaml.YAMLError as error:
+        raise SiteConfigError(f"site config {path}: not valid YAML ({str(error).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise SiteConfigError(f"site config {path}: expected a mapping of sections, got {type(data).__name__}")
+    return data
 
 
 def _indent(text: str) -> str:
