@@ -25,7 +25,9 @@ Layouts (``env.actions``):
   fleet's flexible power ``sum(high - low)``, shared out above each socket's minimum least-laxity
   first (the EV that has the fewest spare hours is topped up first);
 - ``rule_residual`` (2 actions): ``fleet`` actions added to the rule-based controller's own
-  (:mod:`~iquitos_lightning.envs.rule_prior`): 0 is the rule.
+  (:mod:`~iquitos_lightning.envs.rule_prior`): 0 is the rule;
+- ``grid_target`` (2 actions): the BESS action is the grid-import set-point the battery tracks, the
+  second the ``fleet`` action (:mod:`~iquitos_lightning.envs.grid_target`).
 The BESS action is a fraction of its nominal power (+1 full charge, -1 full discharge, grid side)
 in both layouts; CityLearn clips it at the SOC limits.
 """
@@ -42,7 +44,8 @@ from iquitos_lightning.site.series import SiteSeries
 PER_SOCKET = "per_socket"
 FLEET = "fleet"
 RULE_RESIDUAL = "rule_residual"  # fleet actions added to the rule-based controller's (envs/rule_prior.py)
-LAYOUTS = (PER_SOCKET, FLEET, RULE_RESIDUAL)
+GRID_TARGET = "grid_target"  # BESS action = the import set-point the battery tracks (envs/grid_target.py)
+LAYOUTS = (PER_SOCKET, FLEET, RULE_RESIDUAL, GRID_TARGET)
 
 # Energy (kWh) added to the least-laxity minimum so float32 SOC rounding cannot leave an EV a hair short.
 GUARANTEE_MARGIN_KWH = 1e-6
@@ -76,7 +79,7 @@ def _clip_low(value: Array, low: float) -> Array:
 
 
 def action_count(layout: str, sockets: int) -> int:
-    """How many actions a layout has: 1 + S (``per_socket``) or 2 (``fleet``, ``rule_residual``)."""
+    """How many actions a layout has: 1 + S (``per_socket``) or 2 (``fleet``, ``rule_residual``, ``grid_target``)."""
     if layout not in LAYOUTS:
         raise ValueError(f"env.actions must be one of {LAYOUTS}, got {layout!r}")
     return 1 + sockets if layout == PER_SOCKET else 2
@@ -157,7 +160,7 @@ def fleet_power(fleet_action: Array, bands: SocketBands) -> Array:
 
 def socket_power(layout: str, action: Array, bands: SocketBands) -> Array:
     """Grid-side kW of every socket [..., S] for a full env action [..., A] (clipped to [-1, 1] already;
-    for ``rule_residual`` the fleet action after the rule was added, envs/rule_prior.py)."""
+    for ``rule_residual`` and ``grid_target`` the ``fleet`` action they were turned into, envs/env_action.py)."""
     if layout == PER_SOCKET:
         return per_socket_power(action[..., 1:], bands)
     return fleet_power(action[..., 1], bands)

@@ -42,14 +42,13 @@ from citylearn.reward_function import RewardFunction
 from iquitos_lightning.envs import objectives
 from iquitos_lightning.envs.actions import (
     PER_SOCKET,
-    RULE_RESIDUAL,
     SocketBands,
     action_count,
     socket_bands,
     socket_power,
 )
+from iquitos_lightning.envs.env_action import applied_action
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
-from iquitos_lightning.envs.rule_prior import add_rule
 from iquitos_lightning.envs.site_data import built_site
 from iquitos_lightning.envs.site_tables import build_site_tables, observation_vector
 from iquitos_lightning.envs.state import SiteState
@@ -87,6 +86,7 @@ class IquitosEnv(gym.Env):
         ev_guarantee: bool = True,
         objective: str = objectives.THESIS,
         tariff_weights: objectives.TariffWeights | None = None,
+        demand_period: str = objectives.MONTH,
     ) -> None:
         self.schema_path = Path(schema_path)
         self.series = series
@@ -96,7 +96,10 @@ class IquitosEnv(gym.Env):
         self.action_layout = action_layout
         self.ev_guarantee = ev_guarantee
         self.objective = objectives.check_objective(objective)
-        self.tariff = objectives.TariffReward.for_site(self.site_config, self.reward_scales, tariff_weights)
+        self.demand_period = objectives.check_demand_period(demand_period)
+        self.tariff = objectives.TariffReward.for_site(
+            self.site_config, self.reward_scales, tariff_weights, self.demand_period
+        )
         self.citylearn = CityLearnEnv(str(schema_path), central_agent=True, offline=True, reward_function=NullReward)
         self.building = self.citylearn.buildings[0]
         self.sockets = self.site_config.ev.socket_count
@@ -118,9 +121,9 @@ class IquitosEnv(gym.Env):
     # ----- static tables -------------------------------------------------------------------
     def _precompute(self) -> None:
         """Per-step session facts [T, S] and the constant part of the observations (shared with the twin)."""
-        tables = build_site_tables(self.series, self.reward_scales, self.objective)
+        tables = build_site_tables(self.series, self.reward_scales, self.objective, self.demand_period)
         self.tables = tables
-        self.month_start = tables.month_start
+        self.demand_period_start = tables.demand_period_start
         self.in_peak_window = tables.in_peak_window
         self.session_of = tables.session_of
         self.connected = tables.connected
@@ -157,10 +160,17 @@ class IquitosEnv(gym.Env):
             raise RuntimeError("episode is over: call reset()")
         action = np.clip(np.asarray(action, dtype=np.float64).reshape(-1), -1.0, 1.0)
         bands = self.socket_bands()
-        if self.action_layout == RULE_RESIDUAL:
-            pv_kw, mall_kw = float(self.series.pv_kw[t]), float(self.series.mall_kw[t])
-            in_window = bool(self.in_peak_window[t] > 0)
-            action = add_rule(action, pv_kw, mall_kw, bands, self._bess_soc(), in_window, self.site_config.bess)
+        action = applied_action(
+            self.action_layout,
+            action,
+            pv_kw=float(self.series.pv_kw[t]),
+            mall_kw=float(self.series.mall_kw[t]),
+            bands=bands,
+            bess_soc=self._bess_soc(),
+            in_peak_window=bool(self.in_peak_window[t] > 0),
+            bess=self.site_config.bess,
+            max_import_kw=self.reward_scales.max_import_kw,
+        )
         socket_action = socket_power(self.action_layout, action, bands) / self.charger_kw
         soc_before = self._socket_soc.copy()
         self._transition([[float(action[0]), *socket_action.tolist()]])
@@ -227,7 +237,7 @@ class IquitosEnv(gym.Env):
         terminated = self.time_step >= self.hours
         self._socket_soc = soc_after
         if not terminated:
-            if self.month_start[self.time_step]:
+            if self.demand_period_start[self.time_step]:
                 self._peak_to_date = 0.0
             self._read_socket_soc()
         return self._observation(), float(reward), terminated, False, {"reward_terms": terms}

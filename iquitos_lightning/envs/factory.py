@@ -47,7 +47,7 @@ from torchrl.envs import DoubleToFloat, EnvBase, GymWrapper, RewardSum, StepCoun
 from iquitos_lightning.envs.actions import LAYOUTS, action_count
 from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.envs.gym_env import FlatGymEnv, SpecsOnly, is_flat_box_env
-from iquitos_lightning.envs.objectives import OBJECTIVES
+from iquitos_lightning.envs.objectives import DEMAND_PERIODS, OBJECTIVES
 from iquitos_lightning.envs.site_data import site_config_of
 from iquitos_lightning.envs.site_tables import observation_names
 from iquitos_lightning.errors import ConfigError
@@ -81,6 +81,9 @@ class EnvConfig:
     actions: str = "per_socket"  # Iquitos action layout: "per_socket" (1 + sockets) or "fleet" (BESS, EV fleet)
     ev_guarantee: bool = True  # Iquitos: every EV gets at least the least-laxity minimum that serves it in time
     objective: str = "thesis"  # Iquitos reward: "thesis" (the seed weights) or "tariff" (the bill, envs/objectives.py)
+    # tariff only: the period whose peak-window maximum the reward's demand charge bills: "month" (the bill) or
+    # "day" (a dense training surrogate, the rate spread over the days; KPIs and the table still bill the month)
+    demand_period: str = "month"
     # Twin training only (evaluation is always the full year from hour 0): where episodes start ("zero",
     # "staggered": env b of B at hour b x 8760 / B, "random") and how long they run (None: to the year's end).
     start: str = "zero"
@@ -95,6 +98,8 @@ class EnvConfig:
             raise ValueError(f"actions must be one of {LAYOUTS}, got {self.actions!r}")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+        if self.demand_period not in DEMAND_PERIODS:
+            raise ValueError(f"demand_period must be one of {DEMAND_PERIODS}, got {self.demand_period!r}")
         if (self.start != "zero" or self.episode_hours is not None) and self.backend != TWIN:
             raise ValueError("start and episode_hours are for the twin backend (CityLearn episodes run the year)")
         if self.backend not in BACKENDS:
@@ -204,7 +209,12 @@ def env_specs(config: EnvConfig) -> EnvBase:
 
 def site_env_options(config: EnvConfig) -> dict[str, Any]:
     """The control-problem options both Iquitos simulators take (action layout, EV guarantee, objective)."""
-    return {"action_layout": config.actions, "ev_guarantee": config.ev_guarantee, "objective": config.objective}
+    return {
+        "action_layout": config.actions,
+        "ev_guarantee": config.ev_guarantee,
+        "objective": config.objective,
+        "demand_period": config.demand_period,
+    }
 
 
 def worker_env_makers(config: EnvConfig) -> list[Callable[[], EnvBase]]:

@@ -60,6 +60,31 @@ def month_start_steps(site_config: SiteConfig, hours: int) -> np.ndarray:
     return np.concatenate([[True], month[1:] != month[:-1]])
 
 
+MONTH, DAY = "month", "day"
+# How often the peak-to-date the demand charge bills restarts: "month" is the bill; "day" is a training surrogate
+# (the same rate spread over the days: each day's own peak-window maximum is billed at rate x 12 / 365).
+DEMAND_PERIODS = (MONTH, DAY)
+
+
+def check_demand_period(period: str) -> str:
+    if period not in DEMAND_PERIODS:
+        raise ValueError(f"env.demand_period must be one of {DEMAND_PERIODS}, got {period!r}")
+    return period
+
+
+def demand_period_starts(site_config: SiteConfig, hours: int, period: str = MONTH) -> np.ndarray:
+    """[T] bool: the steps where the billed peak-to-date restarts at 0 (a month's first hour, or each midnight)."""
+    if check_demand_period(period) == DAY:
+        return np.arange(hours) % 24 == 0
+    return month_start_steps(site_config, hours)
+
+
+def demand_rate_per_kw(site_config: SiteConfig, period: str = MONTH) -> float:
+    """The demand charge per kW of one period's peak: the month's rate, or its share of a day (x 12 / 365)."""
+    rate = site_config.grid.demand_charge_per_kw_month
+    return rate * 12.0 / 365.0 if check_demand_period(period) == DAY else rate
+
+
 def peak_window_steps(site_config: SiteConfig, hours: int) -> np.ndarray:
     """[T] bool: the steps inside the peak window, where imports set the demand charge."""
     hour = np.arange(hours) % 24
@@ -99,16 +124,20 @@ class TariffReward:
     """The ``tariff`` objective's step reward, as both simulators compute it: minus what the hour adds to the
     bill (:func:`tariff_amount`) over the fixed :func:`tariff_scale`; array-generic like them."""
 
-    demand_charge_per_kw_month: float
+    demand_charge_per_kw: float  # per kW of the period's peak (demand_rate_per_kw: a month's, or a day's share)
     weights: TariffWeights
     scale: float
 
     @classmethod
     def for_site(
-        cls, site_config: SiteConfig, reward_scales: RewardScales, weights: TariffWeights | None = None
+        cls,
+        site_config: SiteConfig,
+        reward_scales: RewardScales,
+        weights: TariffWeights | None = None,
+        demand_period: str = MONTH,
     ) -> TariffReward:
         scale = tariff_scale(reward_scales.max_import_kw, reward_scales.max_price)
-        return cls(site_config.grid.demand_charge_per_kw_month, weights or TariffWeights(), scale)
+        return cls(demand_rate_per_kw(site_config, demand_period), weights or TariffWeights(), scale)
 
     def __call__(
         self,
@@ -124,7 +153,7 @@ class TariffReward:
             carbon_intensity_kg_per_kwh,
             peak_to_date_kw,
             in_peak_window,
-            self.demand_charge_per_kw_month,
+            self.demand_charge_per_kw,
             self.weights,
         )
         return -amount / self.scale

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from iquitos_lightning.envs.objectives import TARIFF, THESIS, check_objective, month_start_steps, peak_window_steps
+from iquitos_lightning.envs.objectives import (
+    MONTH,
+    TARIFF,
+    THESIS,
+    check_objective,
+    demand_period_starts,
+    month_start_steps,
+    peak_window_steps,
+)
 from iquitos_lightning.envs.reward import RewardScales
 from iquitos_lightning.site.config import HOURS_PER_DAY
 from iquitos_lightning.site.series import SiteSeries
@@ -41,7 +49,8 @@ class SiteTables:
     dwell_scale: float  # hours_to_departure is divided by this (the longest dwell)
     objective: str = THESIS
     peak_scale: float = 1.0  # the month-to-date peak (tariff only) is divided by this (the largest import)
-    month_start: np.ndarray | None = None  # [T] bool: steps that open a month (tariff only)
+    # [T] bool: steps where the billed peak-to-date restarts (a month opens; each midnight with demand_period day)
+    demand_period_start: np.ndarray | None = None
     in_peak_window: np.ndarray | None = None  # [T] float: 1.0 inside the peak window (demand charge, rule prior)
 
     @property
@@ -85,7 +94,9 @@ def observation_names(sockets: int, objective: str = THESIS) -> list[str]:
     return names + [f"{feature}_{socket}" for socket in range(sockets) for feature in SOCKET_FEATURES]
 
 
-def build_site_tables(series: SiteSeries, reward_scales: RewardScales, objective: str = THESIS) -> SiteTables:
+def build_site_tables(
+    series: SiteSeries, reward_scales: RewardScales, objective: str = THESIS, demand_period: str = MONTH
+) -> SiteTables:
     """Session facts per step and the exogenous part of the observations, normalised by fixed site scales."""
     check_objective(objective)
     hours, sockets = series.hours, series.config.ev.socket_count
@@ -149,7 +160,7 @@ def build_site_tables(series: SiteSeries, reward_scales: RewardScales, objective
         dwell_scale=float(config.ev.dwell_max_h),
         objective=objective,
         peak_scale=max(reward_scales.max_import_kw, 1e-9),
-        month_start=month_start,
+        demand_period_start=demand_period_starts(config, hours, demand_period),
         in_peak_window=peak_window_steps(config, hours).astype(float),
     )
 

@@ -49,10 +49,10 @@ from torchrl.data import Bounded, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase, RewardSum, StepCounter, TransformedEnv
 
 from iquitos_lightning.envs import objectives
-from iquitos_lightning.envs.actions import PER_SOCKET, RULE_RESIDUAL, action_count, socket_bands, socket_power
+from iquitos_lightning.envs.actions import PER_SOCKET, action_count, socket_bands, socket_power
+from iquitos_lightning.envs.env_action import applied_action
 from iquitos_lightning.envs.finite import FiniteTensorValues
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
-from iquitos_lightning.envs.rule_prior import add_rule
 from iquitos_lightning.envs.site_data import built_site
 from iquitos_lightning.envs.site_tables import SOCKET_FEATURES, build_site_tables, observation_names, observation_vector
 from iquitos_lightning.envs.twin_physics import SiteModels
@@ -108,6 +108,7 @@ class IquitosTwin(EnvBase):
         ev_guarantee: bool = True,
         objective: str = objectives.THESIS,
         tariff_weights: objectives.TariffWeights | None = None,
+        demand_period: str = objectives.MONTH,
         start: str = ZERO,
         episode_hours: int | None = None,
         seed: int = 0,
@@ -128,14 +129,17 @@ class IquitosTwin(EnvBase):
         self.action_size = action_count(action_layout, series.config.ev.socket_count)
         self.ev_guarantee = ev_guarantee
         self.objective = objectives.check_objective(objective)
-        self.tariff = objectives.TariffReward.for_site(self.site_config, self.reward_scales, tariff_weights)
+        self.demand_period = objectives.check_demand_period(demand_period)
+        self.tariff = objectives.TariffReward.for_site(
+            self.site_config, self.reward_scales, tariff_weights, self.demand_period
+        )
         self.num_envs = num_envs
         self.sockets = self.site_config.ev.socket_count
         self.hours = series.hours
         self.record = record
         self.resets_done = 0  # episode counter, read by the agents' checkpoints like EpisodeSeeding's
         self.models = SiteModels.from_schema(schema_path, self.sockets, self.device)
-        self.tables = build_site_tables(series, self.reward_scales, self.objective)
+        self.tables = build_site_tables(series, self.reward_scales, self.objective, self.demand_period)
         self._load_tables()
         self._make_specs()
         self._allocate_state()
@@ -164,7 +168,7 @@ class IquitosTwin(EnvBase):
         self._hours_left = tensor(tables.hours_to_departure)
         self._charger_kw = tensor(series.socket_charger_kw)
         self._in_peak_window = tensor(tables.in_peak_window)
-        self._month_start = tensor(tables.month_start, torch.bool)
+        self._demand_period_start = tensor(tables.demand_period_start, torch.bool)
         # Sessions leaving at the start of t + 1 are those plugged at t with one hour to go.
         self._departing = self._connected & tensor(tables.hours_to_departure == 1, torch.bool)
         sessions = series.sessions
@@ -332,9 +336,17 @@ class IquitosTwin(EnvBase):
         )
         hourly, hourly_f32 = self._hourly[t], self._hourly_f32[t]
         in_window = self._in_peak_window[t]
-        if self.action_layout == RULE_RESIDUAL:
-            bess = self.site_config.bess
-            action = add_rule(action, hourly[:, 0], hourly[:, 1], bands, soc[:, 0].to(F64), in_window > 0, bess)
+        action = applied_action(
+            self.action_layout,
+            action,
+            pv_kw=hourly[:, 0],
+            mall_kw=hourly[:, 1],
+            bands=bands,
+            bess_soc=soc[:, 0].to(F64),
+            in_peak_window=in_window > 0,
+            bess=self.site_config.bess,
+            max_import_kw=self.reward_scales.max_import_kw,
+        )
         socket_fraction = socket_power(self.action_layout, action, bands) / self._charger_kw
         physical = torch.cat([action[:, :1], socket_fraction], -1)
 
@@ -384,7 +396,7 @@ class IquitosTwin(EnvBase):
         soc_next = models.batteries.standby(soc_end)
         starting = torch.where(self._arriving[step], self._arrival_soc[step], soc_next[:, 1:])
         soc_next[:, 1:] = torch.where(self._connected[step], starting, 0.0)
-        peak = torch.where(self._month_start[step] & ~terminated[:, 0], 0.0, peak)
+        peak = torch.where(self._demand_period_start[step] & ~terminated[:, 0], 0.0, peak)
         observation = self._observe(step, soc_end[:, 0], torch.where(terminated, soc_after, soc_next[:, 1:]), peak)
         reward = reward.to(torch.float32)[:, None]
         return t_next, soc_next, capacity, peak, observation, reward, terminated, flows, departing_soc

@@ -15,9 +15,13 @@ import pytest
 import torch
 
 from iquitos_lightning.envs.objectives import (
+    DAY,
+    MONTH,
     TariffReward,
     TariffWeights,
     check_objective,
+    demand_period_starts,
+    demand_rate_per_kw,
     month_start_steps,
     next_peak_to_date,
     peak_window_steps,
@@ -123,6 +127,22 @@ def test_the_tariff_calendar_and_scale_by_hand() -> None:
     assert np.flatnonzero(peak_window_steps(site, 48)).tolist() == [18, 19, 20, 21, 22, 42, 43, 44, 45, 46]
     assert tariff_scale(1000.0, 0.5) == 500.0  # largest import x highest price
     assert tariff_scale(0.0, 0.5) == 1e-9  # never a division by zero
+
+
+def test_the_daily_demand_period_restarts_the_peak_each_midnight_at_a_days_share_of_the_rate() -> None:
+    """``demand_period: day`` (a training surrogate): the peak restarts at every midnight, billed at rate x 12 / 365."""
+    site = load_site_config(TINY)
+    assert np.flatnonzero(demand_period_starts(site, 24 * 3, DAY)).tolist() == [0, 24, 48]
+    assert np.flatnonzero(demand_period_starts(site, 24 * 59 + 1, MONTH)).tolist() == [0, 744, 744 + 672]
+    rate = site.grid.demand_charge_per_kw_month
+    assert demand_rate_per_kw(site, DAY) == pytest.approx(rate * 12 / 365)
+    assert demand_rate_per_kw(site, MONTH) == rate
+    daily = TariffReward.for_site(site, SCALES, TariffWeights(co2_price_per_kg=0.0), demand_period=DAY)
+    # 200 kW in the window on top of a 150 kW peak-to-date: energy 200 x 0.3 plus the day's rate on the 50 kW rise.
+    expected = -(200 * 0.3 + rate * 12 / 365 * 50) / daily.scale
+    assert daily(200.0, 0.3, 0.5, 150.0, 1.0) == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(ValueError, match="env.demand_period must be one of"):
+        demand_period_starts(site, 24, "week")
 
 
 def test_tariff_settings_and_objective_names_are_checked() -> None:

@@ -22,7 +22,7 @@ from torchrl.envs.utils import step_mdp
 from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
 from iquitos_lightning.bench.equivalence import citylearn_trajectory, compare, twin_trajectories
 from iquitos_lightning.control.references import RuleBasedController, UncontrolledController
-from iquitos_lightning.envs.actions import RULE_RESIDUAL
+from iquitos_lightning.envs.actions import GRID_TARGET, RULE_RESIDUAL
 from iquitos_lightning.envs.citylearn import IquitosEnv, make_iquitos_env
 from iquitos_lightning.envs.factory import make_env, site_env
 from iquitos_lightning.envs.twin import IquitosTwin
@@ -283,18 +283,32 @@ def test_a_zero_residual_is_the_rule_based_controller(data_root: Path) -> None:
     assert pushed["bess_equivalent_full_cycles"] != pytest.approx(kpis["bess_equivalent_full_cycles"], rel=1e-3)
 
 
-@pytest.mark.parametrize("objective", ["thesis", "tariff"])
-def test_the_twin_equals_citylearn_with_the_rule_residual_layout(data_root: Path, objective: str) -> None:
-    env = make_iquitos_env(TINY, data_root=data_root, action_layout=RULE_RESIDUAL, objective=objective)
+@pytest.mark.parametrize(
+    ("layout", "objective"), [(RULE_RESIDUAL, "thesis"), (RULE_RESIDUAL, "tariff"), (GRID_TARGET, "tariff")]
+)
+def test_the_twin_equals_citylearn_with_the_derived_layouts(data_root: Path, layout: str, objective: str) -> None:
+    """``rule_residual`` and ``grid_target`` turn the agent's action into a ``fleet`` one from the hour's state."""
+    env = make_iquitos_env(TINY, data_root=data_root, action_layout=layout, objective=objective)
     sources = {
         "zero": lambda observation, state: np.zeros(2),
         "random": lambda o, s: 0.5 * random_source(3)(o, s)[:2],
     }
     references = {name: citylearn_trajectory(env, source) for name, source in sources.items()}
-    twin = IquitosTwin(
-        env.schema_path, env.series, num_envs=2, record=True, action_layout=RULE_RESIDUAL, objective=objective
-    )
+    twin = IquitosTwin(env.schema_path, env.series, num_envs=2, record=True, action_layout=layout, objective=objective)
     replays = twin_trajectories(twin, np.stack([run.actions for run in references.values()]))
     for (name, reference), replay in zip(references.items(), replays, strict=True):
         assert_equivalent(compare(reference, replay), f"{objective}/{name}")
         np.testing.assert_array_equal(reference.observations, replay.observations)
+
+
+def test_the_twin_equals_citylearn_with_a_daily_demand_period(data_root: Path) -> None:
+    """``demand_period: day`` restarts the billed peak each midnight in both simulators (rewards and observations)."""
+    options = {"action_layout": GRID_TARGET, "objective": "tariff", "demand_period": "day"}
+    env = make_iquitos_env(TINY, data_root=data_root, **options)
+    reference = citylearn_trajectory(env, lambda o, s: 0.5 * random_source(5)(o, s)[:2])
+    twin = IquitosTwin(env.schema_path, env.series, num_envs=1, record=True, **options)
+    (replay,) = twin_trajectories(twin, reference.actions[None])
+    assert_equivalent(compare(reference, replay), "grid_target/tariff/day")
+    np.testing.assert_array_equal(reference.observations, replay.observations)
+    peak = reference.observations[:, env.tables.peak_index]
+    assert peak[24] == 0.0 and peak[23] > 0  # restarted at the second midnight (observation of step 24)

@@ -1,0 +1,53 @@
+"""The ``grid_target`` action layout: the agent names the grid import it wants, the battery makes it so.
+
+Why: on the ``tariff`` bill almost all the room is the demand charge on each month's largest
+peak-window import, and what cuts it is one decision a day, *how flat* to hold the import through
+the evening window, taken with the day's forecasts. In the ``fleet`` layout the agent must find
+that as a BESS power hour by hour, where a fixed discharge runs empty in a cloudy or busy evening
+and a fixed charge overshoots; the critic must learn the net load from scratch before any of that
+is visible. Here the BESS action is a *set-point*: the import level ``T`` the agent wants this
+hour, and the battery moves by ``T - net load`` (charging below it, discharging above, within its
+power; the simulator clips at the SOC window). A constant action already behaves like a peak
+shaver with that threshold, so what is left to learn is the threshold: a function of the hour, the
+forecasts, the BESS SOC and the month-to-date peak the ``tariff`` observation holds. This is the
+usual split of a site controller into a set-point (learned) and a tracking loop (fixed), with the
+tracking loop written out here and tested.
+
+The map, array-generic like :mod:`~iquitos_lightning.envs.actions` (numpy for the CityLearn env,
+torch for the twin, elementwise float64 operations so both give the same bits):
+- ``action[1]``: the fleet action of the ``fleet`` layout (EV power above the guaranteed minimum,
+  least laxity first), unchanged;
+- ``action[0]`` in [-1, 1] -> ``T = (a + 1) / 2 x max_import_kw`` (affine, no dead zone: -1 asks for
+  no import at all, so the BESS covers every net load it can; +1 for the largest import the site can
+  draw, so the BESS charges at full power);
+- the BESS power ``clip(T - (mall + EV - PV), -P, +P)`` as a fraction of its power ``P``, the ``fleet``
+  layout's BESS action.
+"""
+
+from __future__ import annotations
+
+from iquitos_lightning.envs.actions import Array, SocketBands, _is_torch, action_fraction, fleet_power
+from iquitos_lightning.envs.rule_prior import _clip, _sequential_sum
+from iquitos_lightning.site.config import BatteryConfig
+
+
+def import_target_kw(bess_action: Array, max_import_kw: float) -> Array:
+    """The import set-point of a BESS action in [-1, 1]: ``(a + 1) / 2 x max_import_kw``."""
+    return action_fraction(bess_action) * max_import_kw
+
+
+def grid_target_fleet_action(
+    action: Array, pv_kw: Array, mall_kw: Array, bands: SocketBands, bess: BatteryConfig, max_import_kw: float
+) -> Array:
+    """The ``fleet``-layout action [..., 2] the env applies for a ``grid_target`` action [..., 2] (clipped)."""
+    ev_kw = _sequential_sum(fleet_power(action[..., 1], bands))
+    net_load_kw = mall_kw + ev_kw - pv_kw
+    target_kw = import_target_kw(action[..., 0], max_import_kw)
+    fraction = _clip(target_kw - net_load_kw, -bess.power_kw, bess.power_kw) / bess.power_kw
+    if _is_torch(action):
+        import torch  # lazy: numpy callers never load torch here
+
+        return torch.stack([fraction.to(action.dtype), action[..., 1]], -1)
+    import numpy as np
+
+    return np.stack([np.asarray(fraction, dtype=float), np.asarray(action[..., 1], dtype=float)], -1)
