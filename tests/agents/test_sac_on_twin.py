@@ -89,3 +89,12 @@ def test_the_residual_penalty_pulls_the_policy_mean_to_the_rule(tmp_path):
     free = residual_sac(tmp_path, actor_lr=1e-2)
     cpu_trainer(limit_val_batches=0).fit(free)
     assert mean_abs_loc(free) > 0.3 * before
+
+
+def test_the_automatic_target_entropy_counts_one_envs_actions_not_the_batchs(tmp_path):
+    """TorchRL's "auto" is minus the product of the whole action spec: for 4 twin envs of 2 actions it would ask
+    for -8 and drive the entropy coefficient to 0; the agent asks for -2, one env's actions."""
+    agent = residual_sac(tmp_path)
+    assert tuple(agent.train_env.action_spec.shape) == (4, 2)
+    assert float(agent.loss_module.target_entropy) == -2.0
+    assert float(residual_sac(tmp_path, target_entropy=-0.5).loss_module.target_entropy) == -0.5
