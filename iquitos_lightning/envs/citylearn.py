@@ -87,6 +87,8 @@ class IquitosEnv(gym.Env):
         objective: str = objectives.THESIS,
         tariff_weights: objectives.TariffWeights | None = None,
         demand_period: str = objectives.MONTH,
+        stored_energy_value: float = 0.0,
+        shaping_gamma: float = 0.99,
     ) -> None:
         self.schema_path = Path(schema_path)
         self.series = series
@@ -97,6 +99,9 @@ class IquitosEnv(gym.Env):
         self.ev_guarantee = ev_guarantee
         self.objective = objectives.check_objective(objective)
         self.demand_period = objectives.check_demand_period(demand_period)
+        # tariff training aid (objectives.stored_energy_shaping): PEN per kWh in the BESS, and the agent's discount
+        self.stored_energy_value = stored_energy_value
+        self.shaping_gamma = shaping_gamma
         self.tariff = objectives.TariffReward.for_site(
             self.site_config, self.reward_scales, tariff_weights, self.demand_period
         )
@@ -160,13 +165,14 @@ class IquitosEnv(gym.Env):
             raise RuntimeError("episode is over: call reset()")
         action = np.clip(np.asarray(action, dtype=np.float64).reshape(-1), -1.0, 1.0)
         bands = self.socket_bands()
+        bess_soc_before = self._bess_soc()
         action = applied_action(
             self.action_layout,
             action,
             pv_kw=float(self.series.pv_kw[t]),
             mall_kw=float(self.series.mall_kw[t]),
             bands=bands,
-            bess_soc=self._bess_soc(),
+            bess_soc=bess_soc_before,
             in_peak_window=bool(self.in_peak_window[t] > 0),
             bess=self.site_config.bess,
             max_import_kw=self.reward_scales.max_import_kw,
@@ -231,6 +237,16 @@ class IquitosEnv(gym.Env):
         self._returns[objectives.THESIS] += thesis
         self._returns[objectives.TARIFF] += tariff
         reward = tariff if self.objective == objectives.TARIFF else thesis
+        if self.objective == objectives.TARIFF and self.stored_energy_value:
+            bess = self.site_config.bess
+            reward += objectives.stored_energy_shaping(
+                bess_soc_before,
+                bess_soc,
+                self.stored_energy_value,
+                bess.capacity_kwh,
+                self.shaping_gamma,
+                self.tariff.scale,
+            )
         self._peak_to_date = objectives.next_peak_to_date(grid_import, self._peak_to_date, in_window)
 
         self.time_step = t + 1

@@ -84,6 +84,10 @@ class EnvConfig:
     # tariff only: the period whose peak-window maximum the reward's demand charge bills: "month" (the bill) or
     # "day" (a dense training surrogate, the rate spread over the days; KPIs and the table still bill the month)
     demand_period: str = "month"
+    # tariff only, training aid: potential-based shaping with the stored energy valued at this many PEN per kWh
+    # (objectives.stored_energy_shaping; 0: off) and discounted with shaping_gamma (set it to the agent's gamma)
+    stored_energy_value: float = 0.0
+    shaping_gamma: float = 0.99
     # Twin training only (evaluation is always the full year from hour 0): where episodes start ("zero",
     # "staggered": env b of B at hour b x 8760 / B, "random") and how long they run (None: to the year's end).
     start: str = "zero"
@@ -98,6 +102,8 @@ class EnvConfig:
             raise ValueError(f"actions must be one of {LAYOUTS}, got {self.actions!r}")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+        if self.stored_energy_value and self.objective != "tariff":
+            raise ValueError("stored_energy_value (reward shaping) is for the tariff objective")
         if self.demand_period not in DEMAND_PERIODS:
             raise ValueError(f"demand_period must be one of {DEMAND_PERIODS}, got {self.demand_period!r}")
         if (self.start != "zero" or self.episode_hours is not None) and self.backend != TWIN:
@@ -214,6 +220,8 @@ def site_env_options(config: EnvConfig) -> dict[str, Any]:
         "ev_guarantee": config.ev_guarantee,
         "objective": config.objective,
         "demand_period": config.demand_period,
+        "stored_energy_value": config.stored_energy_value,
+        "shaping_gamma": config.shaping_gamma,
     }
 
 

@@ -109,6 +109,8 @@ class IquitosTwin(EnvBase):
         objective: str = objectives.THESIS,
         tariff_weights: objectives.TariffWeights | None = None,
         demand_period: str = objectives.MONTH,
+        stored_energy_value: float = 0.0,
+        shaping_gamma: float = 0.99,
         start: str = ZERO,
         episode_hours: int | None = None,
         seed: int = 0,
@@ -130,6 +132,9 @@ class IquitosTwin(EnvBase):
         self.ev_guarantee = ev_guarantee
         self.objective = objectives.check_objective(objective)
         self.demand_period = objectives.check_demand_period(demand_period)
+        # tariff training aid (objectives.stored_energy_shaping): PEN per kWh in the BESS, and the agent's discount
+        self.stored_energy_value = stored_energy_value
+        self.shaping_gamma = shaping_gamma
         self.tariff = objectives.TariffReward.for_site(
             self.site_config, self.reward_scales, tariff_weights, self.demand_period
         )
@@ -379,6 +384,8 @@ class IquitosTwin(EnvBase):
         )
         if self.objective == objectives.TARIFF:
             reward = self.tariff(grid_import, hourly[:, 2], hourly[:, 3], peak, in_window)
+            if self.stored_energy_value:
+                reward = reward + self._shaping(soc[:, 0].to(F64), soc_end[:, 0].to(F64))
         else:
             reward = weighted_reward(reward_terms(outcome, self.reward_scales), self.reward_weights)
         peak = objectives.next_peak_to_date(grid_import, peak, in_window)
@@ -400,6 +407,12 @@ class IquitosTwin(EnvBase):
         observation = self._observe(step, soc_end[:, 0], torch.where(terminated, soc_after, soc_next[:, 1:]), peak)
         reward = reward.to(torch.float32)[:, None]
         return t_next, soc_next, capacity, peak, observation, reward, terminated, flows, departing_soc
+
+    def _shaping(self, soc_before: Any, soc_after: Any) -> Any:
+        bess = self.site_config.bess
+        return objectives.stored_energy_shaping(
+            soc_before, soc_after, self.stored_energy_value, bess.capacity_kwh, self.shaping_gamma, self.tariff.scale
+        )
 
     def _set_seed(self, seed: int | None) -> None:
         """Nothing to seed: the twin is deterministic (as the CityLearn env's observations and rewards are)."""

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
+from iquitos_lightning.envs.factory import EnvConfig
 from iquitos_lightning.envs.objectives import (
     DAY,
     MONTH,
@@ -25,6 +26,7 @@ from iquitos_lightning.envs.objectives import (
     month_start_steps,
     next_peak_to_date,
     peak_window_steps,
+    stored_energy_shaping,
     tariff_amount,
     tariff_bill,
     tariff_scale,
@@ -143,6 +145,20 @@ def test_the_daily_demand_period_restarts_the_peak_each_midnight_at_a_days_share
     assert daily(200.0, 0.3, 0.5, 150.0, 1.0) == pytest.approx(expected, rel=1e-12)
     with pytest.raises(ValueError, match="env.demand_period must be one of"):
         demand_period_starts(site, 24, "week")
+
+
+def test_the_stored_energy_shaping_is_the_discounted_potentials_difference() -> None:
+    # 1,000 kWh valued at 0.4 PEN/kWh: SOC 0.5 -> 0.6 with gamma 0.99 over a scale of 100 PEN.
+    assert stored_energy_shaping(0.5, 0.6, 0.4, 1000.0, 0.99, 100.0) == pytest.approx((237.6 - 200.0) / 100.0)
+    # Summed with the discount over a charge-then-use cycle it is gamma^T phi(s_T) - phi(s_0): no free reward.
+    socs = [0.5, 0.9, 0.9, 0.2, 0.5]
+    total = sum(
+        0.99**t * stored_energy_shaping(a, b, 0.4, 1000.0, 0.99, 1.0)
+        for t, (a, b) in enumerate(zip(socs, socs[1:], strict=False))
+    )
+    assert total == pytest.approx(0.99**4 * 400 * 0.5 - 400 * 0.5)
+    with pytest.raises(ValueError, match="stored_energy_value"):
+        EnvConfig(objective="thesis", stored_energy_value=0.4)
 
 
 def test_tariff_settings_and_objective_names_are_checked() -> None:

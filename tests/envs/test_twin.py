@@ -301,14 +301,23 @@ def test_the_twin_equals_citylearn_with_the_derived_layouts(data_root: Path, lay
         np.testing.assert_array_equal(reference.observations, replay.observations)
 
 
-def test_the_twin_equals_citylearn_with_a_daily_demand_period(data_root: Path) -> None:
-    """``demand_period: day`` restarts the billed peak each midnight in both simulators (rewards and observations)."""
+def test_the_twin_equals_citylearn_with_the_tariff_training_aids(data_root: Path) -> None:
+    """``demand_period: day`` restarts the billed peak each midnight and ``stored_energy_value`` adds the same
+    potential-based shaping in both simulators (rewards and observations)."""
     options = {"action_layout": GRID_TARGET, "objective": "tariff", "demand_period": "day"}
-    env = make_iquitos_env(TINY, data_root=data_root, **options)
+    shaping = {"stored_energy_value": 0.4, "shaping_gamma": 0.99}
+    env = make_iquitos_env(TINY, data_root=data_root, **options, **shaping)
     reference = citylearn_trajectory(env, lambda o, s: 0.5 * random_source(5)(o, s)[:2])
-    twin = IquitosTwin(env.schema_path, env.series, num_envs=1, record=True, **options)
+    twin = IquitosTwin(env.schema_path, env.series, num_envs=1, record=True, **options, **shaping)
     (replay,) = twin_trajectories(twin, reference.actions[None])
-    assert_equivalent(compare(reference, replay), "grid_target/tariff/day")
+    assert_equivalent(compare(reference, replay), "grid_target/tariff/day/shaped")
     np.testing.assert_array_equal(reference.observations, replay.observations)
     peak = reference.observations[:, env.tables.peak_index]
     assert peak[24] == 0.0 and peak[23] > 0  # restarted at the second midnight (observation of step 24)
+    # The shaping is there (the same actions without it score otherwise) and is the potential's difference.
+    unshaped_twin = IquitosTwin(env.schema_path, env.series, num_envs=1, record=True, **options)
+    (unshaped,) = twin_trajectories(unshaped_twin, reference.actions[None])
+    soc = np.concatenate([[env.site_config.bess.initial_soc], unshaped.flows["bess_soc"].to_numpy()])
+    value = 0.4 * env.site_config.bess.capacity_kwh
+    expected = (0.99 * value * soc[1:] - value * soc[:-1]) / env.tariff.scale
+    np.testing.assert_allclose(replay.rewards - unshaped.rewards, expected, rtol=1e-4, atol=1e-6)
