@@ -78,7 +78,9 @@ class EnvConfig:
     num_envs: int = 1  # parallel envs of the twin's batch (backend "twin" only)
     compile_twin: bool = False  # torch.compile the twin's step: ~1 min to compile, then 3-5x faster at small B
     num_workers: int = 1  # collection worker processes (agents/collection.py); frames_per_batch must divide by it
-    actions: str = "per_socket"  # Iquitos action layout: "per_socket" (1 + sockets) or "fleet" (BESS, EV fleet)
+    # Iquitos action layout (envs/actions.py): "per_socket" (1 + sockets), "fleet" (BESS, EV fleet), "rule_residual"
+    # (fleet added to the rule-based controller's) or "grid_target" (import set-point the BESS tracks, EV fleet)
+    actions: str = "per_socket"
     ev_guarantee: bool = True  # Iquitos: every EV gets at least the least-laxity minimum that serves it in time
     objective: str = "thesis"  # Iquitos reward: "thesis" (the seed weights) or "tariff" (the bill, envs/objectives.py)
     # tariff only: the period whose peak-window maximum the reward's demand charge bills: "month" (the bill) or
