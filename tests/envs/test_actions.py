@@ -67,10 +67,11 @@ def test_bands_start_at_the_least_laxity_minimum_and_end_at_the_need() -> None:
 
 def test_the_minimum_carries_the_margin_and_an_ev_beyond_its_chargers_reach_gets_full_power_at_once() -> None:
     # 2 kW charger, 4 kWh EV: 2.4 kWh in 2 h needs 0.4 kWh now (plus the margin); 6 kWh in 2 h cannot be met, so
-    # full power from the first hour; 1.2 kWh at efficiency 0.8 is 1.5 kWh on the grid side; a full EV needs nothing.
+    # full power from the first hour; 1.2 kWh at efficiency 0.8 is 1.5 kWh on the grid side; an EV above its
+    # required SOC needs nothing.
     bands = socket_bands(
         np.array([True, True, True, True]),
-        np.array([0.2, 0.0, 0.5, 0.9]),
+        np.array([0.2, 0.0, 0.5, 0.95]),
         np.array([0.8, 1.5, 0.8, 0.9]),
         np.array([2, 2, 1, 4]),
         np.full(4, 4.0),
@@ -106,14 +107,16 @@ def test_action_count_per_layout_and_an_unknown_layout_is_refused() -> None:
     assert LAYOUTS == (PER_SOCKET, FLEET, RULE_RESIDUAL)
     assert [action_count(layout, 4) for layout in LAYOUTS] == [5, 2, 2]
     assert action_count(PER_SOCKET, 1) == 2
+    assert action_count("".join(["per_", "socket"]), 4) == 5  # a layout read from a config: an equal, other str
     with pytest.raises(ValueError, match="env.actions must be one of .*'per_sockets'"):
         action_count("per_sockets", 4)
 
 
 def test_socket_power_reads_the_socket_actions_or_the_fleet_action_never_the_bess_action() -> None:
     bands = _hand_bands()
+    read_from_config = "".join(["per_", "socket"])  # equal to PER_SOCKET, another str object
     for bess in (-1.0, 0.9):
-        per_socket = socket_power(PER_SOCKET, np.array([bess, -1.0, 1.0, 0.0, 0.5]), bands)
+        per_socket = socket_power(read_from_config, np.array([bess, -1.0, 1.0, 0.0, 0.5]), bands)
         np.testing.assert_allclose(per_socket, [0.4, 0.4, 0.6, 0.0], atol=1e-5)
         for layout in (FLEET, RULE_RESIDUAL):
             np.testing.assert_allclose(
@@ -142,19 +145,23 @@ def test_fleet_power_tops_up_the_least_laxity_ev_first_and_numpy_equals_torch() 
 
 
 def test_fleet_power_of_a_batch_orders_each_row_by_its_own_laxity() -> None:
-    # Two rows of two 2-kW sockets, both with a band [0, 2]: row 0's socket 1 is the more urgent, row 1's socket 0.
-    # 1 kW of extra (action -0.5 of 4 kW) goes to the urgent socket of each row.
-    for xp, as_array in ((np, np.array), (torch, lambda v: torch.tensor(v, dtype=torch.float64))):
+    # Two rows of three 2-kW sockets, each EV needing 2 kWh (band [0, 2]): spare hours [3, 2, 4] in row 0, [4, 3, 2]
+    # in row 1. Action -0.5 (a quarter of the 6 kW) gives the most urgent socket of each row 1.5 kW; action 0
+    # (3 kW) fills it and gives the next one 1 kW.
+    hours = [[4.0, 3.0, 5.0], [5.0, 4.0, 3.0]]
+    for as_array in (np.array, lambda values: torch.tensor(values, dtype=torch.float64)):
         bands = socket_bands(
-            as_array([[True, True], [True, True]]) if xp is np else torch.ones(2, 2, dtype=torch.bool),
-            as_array([[0.5, 0.5], [0.5, 0.5]]),
-            as_array([[1.0, 1.0], [1.0, 1.0]]),
-            as_array([[4.0, 3.0], [3.0, 4.0]]),
-            as_array([[4.0, 4.0], [4.0, 4.0]]),
-            as_array([[2.0, 2.0], [2.0, 2.0]]),
+            as_array([[1.0] * 3] * 2) > 0,
+            as_array([[0.5] * 3] * 2),
+            as_array([[1.0] * 3] * 2),
+            as_array(hours),
+            as_array([[4.0] * 3] * 2),
+            as_array([[2.0] * 3] * 2),
         )
-        kw = fleet_power(as_array([-0.5, -0.5]), bands)
-        np.testing.assert_allclose(np.asarray(kw), [[0.0, 1.0], [1.0, 0.0]])
+        quarter = fleet_power(as_array([-0.5, -0.5]), bands)
+        np.testing.assert_allclose(np.asarray(quarter), [[0.0, 1.5, 0.0], [0.0, 0.0, 1.5]])
+        half = fleet_power(as_array([0.0, 0.0]), bands)
+        np.testing.assert_allclose(np.asarray(half), [[1.0, 2.0, 0.0], [0.0, 1.0, 2.0]])
 
 
 def test_bands_are_the_same_bits_in_numpy_and_torch_for_a_batch_with_float32_soc() -> None:
@@ -189,6 +196,10 @@ def test_a_wish_in_kw_maps_back_to_the_action_that_asks_for_it() -> None:
     for action in (-0.6, 0.2, 0.7):
         wish = fleet_power(np.array(action), bands)
         assert power_to_fleet_action(wish, bands) == pytest.approx(action, abs=1e-6)
+    # A band narrower than 1 kW: 0.5 kWh to go in 3 h on a 2-kW charger, no minimum; a quarter kW is half of it.
+    narrow = socket_bands(*(np.array([value]) for value in (True, 0.5, 0.625, 3, 4.0, 2.0)))
+    assert (narrow.low[0], narrow.high[0]) == (0.0, 0.5)
+    assert power_to_fleet_action(np.array([0.25]), narrow) == 0.0
     empty = socket_bands(*(np.zeros(2, dtype=kind) for kind in (bool, float, float, int)), np.ones(2), np.ones(2))
     assert power_to_fleet_action(np.array([1.0, 1.0]), empty) == -1.0
     np.testing.assert_array_equal(power_to_action(np.array([1.0, 1.0]), empty), [-1.0, -1.0])
