@@ -48,7 +48,7 @@ fi
 
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/iquitos-mutation.XXXXXX")"
 trap 'rm -rf "$scratch"' EXIT
-git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$scratch"
+git ls-files -z --cached --others --exclude-standard | tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -xf - -C "$scratch"
 mkdir -p docs/mutation
 
 for name in "${chosen[@]}"; do

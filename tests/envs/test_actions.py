@@ -52,17 +52,18 @@ def test_bands_start_at_the_least_laxity_minimum_and_end_at_the_need() -> None:
     np.testing.assert_allclose(
         power_to_action(np.array([1.2, 0.4, 0.6, 0.0]), bands), [0.0, -1.0, 0.0, -1.0], atol=1e-6
     )
+    # Guarantee off: [0, charger power] while plugged, even for an EV at its required SOC (CityLearn charges to 1).
     off = socket_bands(
-        np.array([True, False]),
-        np.zeros(2),
-        np.array([0.8, 0.0]),
-        np.array([1, 0]),
-        np.full(2, 4.0),
-        np.full(2, 2.0),
+        np.array([True, False, True]),
+        np.array([0.0, 0.0, 0.9]),
+        np.array([0.8, 0.0, 0.9]),
+        np.array([1, 0, 2]),
+        np.full(3, 4.0),
+        np.full(3, 2.0),
         guarantee=False,
     )
-    np.testing.assert_array_equal(off.low, [0.0, 0.0])
-    np.testing.assert_array_equal(off.high, [2.0, 0.0])
+    np.testing.assert_array_equal(off.low, [0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(off.high, [2.0, 0.0, 2.0])
 
 
 def test_the_minimum_carries_the_margin_and_an_ev_beyond_its_chargers_reach_gets_full_power_at_once() -> None:
@@ -164,6 +165,19 @@ def test_fleet_power_of_a_batch_orders_each_row_by_its_own_laxity() -> None:
         np.testing.assert_allclose(np.asarray(half), [[1.0, 2.0, 0.0], [0.0, 1.0, 2.0]])
 
 
+def test_ties_in_laxity_go_in_socket_order_in_numpy_and_torch() -> None:
+    """128 EVs with the same spare hours (a large site): 10 kW of extra fills sockets 0-4, in numpy and in torch
+    (a stable sort; torch's default sort reorders ties in arrays this long)."""
+    sockets = 128
+    values = {"soc": 0.5, "required": 1.0, "hours": 3.0, "battery": 4.0, "charger": 2.0}
+    action = 2.0 * 10.0 / (2.0 * sockets) - 1.0
+    expected = np.zeros(sockets)
+    expected[:5] = 2.0
+    for as_array in (np.array, lambda v: torch.tensor(v, dtype=torch.float64)):
+        bands = socket_bands(as_array([1.0] * sockets) > 0, *(as_array([value] * sockets) for value in values.values()))
+        np.testing.assert_allclose(np.asarray(fleet_power(as_array(action), bands)), expected, atol=1e-9)
+
+
 def test_bands_are_the_same_bits_in_numpy_and_torch_for_a_batch_with_float32_soc() -> None:
     rng = np.random.default_rng(3)
     shape = (5, 6)
@@ -200,6 +214,9 @@ def test_a_wish_in_kw_maps_back_to_the_action_that_asks_for_it() -> None:
     narrow = socket_bands(*(np.array([value]) for value in (True, 0.5, 0.625, 3, 4.0, 2.0)))
     assert (narrow.low[0], narrow.high[0]) == (0.0, 0.5)
     assert power_to_fleet_action(np.array([0.25]), narrow) == 0.0
+    assert power_to_action(np.array([0.25]), narrow)[0] == 0.0
+    # A wish below one socket's minimum is not taken off another's extra: 1.2 kW above socket 2's minimum of 0.
+    assert power_to_fleet_action(np.array([0.0, 0.4, 1.2, 0.0]), bands) == pytest.approx(2 * 1.2 / 2.8 - 1, abs=1e-6)
     empty = socket_bands(*(np.zeros(2, dtype=kind) for kind in (bool, float, float, int)), np.ones(2), np.ones(2))
     assert power_to_fleet_action(np.array([1.0, 1.0]), empty) == -1.0
     np.testing.assert_array_equal(power_to_action(np.array([1.0, 1.0]), empty), [-1.0, -1.0])
