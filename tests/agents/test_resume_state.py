@@ -77,10 +77,14 @@ def test_the_rng_snapshot_survives_a_weights_only_load_and_repeats_every_draw(_g
     _assert_same_draws(_draws(), expected)
 
 
-def test_a_checkpoint_from_a_gpu_machine_restores_its_cpu_rngs_on_a_cpu_machine(_global_rngs_restored) -> None:
+def test_a_checkpoint_from_the_other_kind_of_machine_restores_the_rngs_both_have(_global_rngs_restored) -> None:
+    """A GPU run's checkpoint resumed on a CPU machine (its CUDA state has nowhere to go), or a CPU run's on a GPU
+    machine (no CUDA state saved: the GPU's own is left alone)."""
     states = rng_states()
-    if not torch.cuda.is_available():
-        states["cuda"] = [torch.zeros(16, dtype=torch.uint8)]  # what a GPU run saved: nothing to put it into here
+    if torch.cuda.is_available():
+        del states["cuda"]
+    else:
+        states["cuda"] = [torch.zeros(16, dtype=torch.uint8)]
     expected = _draws()
     torch.manual_seed(7)
     set_rng_states(states)
@@ -122,9 +126,13 @@ def sac() -> SAC:
 
 
 def _checkpoint_of(agent: SAC) -> dict:
+    """The agent's checkpoint as read back from disk (``weights_only``): its strings are new objects, not the run's."""
     checkpoint = {"state_dict": agent.state_dict()}
     agent.on_save_checkpoint(checkpoint)
-    return checkpoint
+    buffer = io.BytesIO()
+    torch.save(checkpoint, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, weights_only=True)
 
 
 def _refusal(checkpoint: dict, agent: SAC) -> str:
@@ -162,6 +170,8 @@ def test_networks_of_another_shape_missing_or_unexpected_are_counted_and_one_is_
     smaller = small_sac(100, hidden_sizes=(16, 16)).state_dict()
     reshaped = sorted(key for key in ours if ours[key].shape != smaller[key].shape)
     assert len(reshaped) >= 4 and len(reshaped) < len(ours)  # the hidden layers' weights and biases, not all
+    bigger = small_sac(100, hidden_sizes=(64, 64)).state_dict()
+    assert _refusal({"state_dict": bigger}, sac) == _refusal({"state_dict": smaller}, sac)  # larger or smaller
     message = _refusal({"state_dict": smaller}, sac)
     assert message == (
         f"--ckpt_path: the checkpoint's networks do not fit this SAC ({len(reshaped)} tensors of another shape, "
