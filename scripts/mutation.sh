@@ -10,7 +10,9 @@
 # The tool lives in its own venv (requirements-mutation.lock, $MUTATION_VENV), never in the project's: it
 # runs the project's tests with the project's interpreter ($PROJECT_PYTHON, default .venv/bin/python).
 # Each mutant runs its target's test files with `pytest -x -n 0`; $MUTATION_TIMEOUT (s) kills a mutant
-# that hangs (counted as killed). One core by default (OMP_NUM_THREADS=1), run under `nice`.
+# that hangs (counted as killed). A target may name a second, slower group of test files after a second `|`:
+# it runs only for a mutant the first group lets live (pytest imports every collected file before the first
+# test, so one run of both would pay the slow files' imports for every mutant). One core by default (OMP_NUM_THREADS=1), run under `nice`.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$repo"
@@ -21,15 +23,16 @@ project_python="${PROJECT_PYTHON:-.venv/bin/python}"
 venv="${MUTATION_VENV:-${TMPDIR:-/tmp}/iquitos-mutation-venv}"
 timeout_s="${MUTATION_TIMEOUT:-120}"
 
-# target -> "module path | test files" (the tests that pin that module's behaviour, fast ones only)
+# target -> "module path | test files [| slower test files, run when the first ones pass]" (the tests that pin
+# that module's behaviour)
 declare -A targets=(
   [reward]="iquitos_lightning/envs/reward.py|tests/envs/test_reward_values.py"
   [objectives]="iquitos_lightning/envs/objectives.py|tests/envs/test_reward_values.py"
   [kpis]="iquitos_lightning/metrics/kpis.py|tests/control/test_kpis.py"
   [checkpoint_io]="iquitos_lightning/training/checkpoint_io.py|tests/training/checkpointing/test_checkpoint_io.py"
   [atomic_files]="iquitos_lightning/atomic_files.py|tests/training/checkpointing/test_checkpoint_io.py tests/robustness/test_unwritable_output.py"
-  [resume]="iquitos_lightning/agents/resume.py|tests/agents/test_resume.py"
-  [actions]="iquitos_lightning/envs/actions.py|tests/envs/test_actions.py"
+  [resume]="iquitos_lightning/agents/resume.py|tests/agents/test_resume_state.py"
+  [actions]="iquitos_lightning/envs/actions.py|tests/envs/test_actions.py tests/control/test_kpis.py::test_unavoidable_unmet_is_need_beyond_charger_power_times_dwell|tests/envs/test_actions_episodes.py"
 )
 order=(reward objectives kpis actions checkpoint_io atomic_files resume)
 chosen=("$@")
@@ -45,12 +48,14 @@ fi
 
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/iquitos-mutation.XXXXXX")"
 trap 'rm -rf "$scratch"' EXIT
-git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$scratch"
+git ls-files -z --cached --others --exclude-standard | tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -xf - -C "$scratch"
 mkdir -p docs/mutation
 
 for name in "${chosen[@]}"; do
-  module="${targets[$name]%%|*}"
-  tests="${targets[$name]#*|}"
+  IFS='|' read -r module tests then_tests <<<"${targets[$name]}"
+  pytest_command="env PYTHONPATH=$scratch OMP_NUM_THREADS=1 WANDB_MODE=disabled $project_python -m pytest -x -q -n 0 -p no:cacheprovider"
+  test_command="$pytest_command $tests"
+  [ -z "$then_tests" ] || test_command="sh -c \"$test_command && $pytest_command $then_tests\""
   config="$scratch/mutation-$name.toml"
   session="$scratch/mutation-$name.sqlite"
   cat >"$config" <<EOF
@@ -58,7 +63,7 @@ for name in "${chosen[@]}"; do
 module-path = "$module"
 timeout = $timeout_s
 excluded-modules = []
-test-command = "env PYTHONPATH=$scratch OMP_NUM_THREADS=1 WANDB_MODE=disabled $project_python -m pytest -x -q -n 0 -p no:cacheprovider $tests"
+test-command = '$test_command'
 
 [cosmic-ray.distributor]
 name = "local"
@@ -69,7 +74,7 @@ name = "local"
 [cosmic-ray.filters.operators-filter]
 exclude-operators = ["core/ReplaceBinaryOperator_.*_(BitOr|BitAnd|BitXor|LShift|RShift)$"]
 EOF
-  echo "== $name: $module against $tests"
+  echo "== $name: $module against $tests${then_tests:+, then $then_tests}"
   (
     cd "$scratch"
     "$venv/bin/cosmic-ray" init "$config" "$session"

@@ -5,7 +5,10 @@ set ``offline`` with ``monkeypatch``. Online mode without a network would hang ~
 """
 
 import os
-from collections.abc import Iterator
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -29,9 +32,63 @@ if _WORKERS > 1:
     os.environ["OMP_NUM_THREADS"] = str(_THREADS)
 
 
+def torch_globals() -> dict[str, object]:
+    """torch's process-wide settings a test or the code under test may change (threads, TF32, determinism, ...)."""
+    return {
+        "threads": torch.get_num_threads(),
+        "default_dtype": torch.get_default_dtype(),
+        "grad_enabled": torch.is_grad_enabled(),
+        "matmul_precision": torch.get_float32_matmul_precision(),
+        "cudnn_tf32": torch.backends.cudnn.allow_tf32,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "deterministic": (
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+        ),
+    }
+
+
+def set_torch_globals(settings: dict[str, object]) -> None:
+    torch.set_num_threads(settings["threads"])
+    torch.set_default_dtype(settings["default_dtype"])
+    torch.set_grad_enabled(settings["grad_enabled"])
+    torch.set_float32_matmul_precision(settings["matmul_precision"])
+    torch.backends.cudnn.allow_tf32 = settings["cudnn_tf32"]
+    torch.backends.cudnn.benchmark = settings["cudnn_benchmark"]
+    enabled, warn_only = settings["deterministic"]
+    torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+
+
+@pytest.fixture
+def read_torch_globals() -> Callable[[], dict[str, object]]:
+    """:func:`torch_globals`, for the test that checks the fixture below."""
+    return torch_globals
+
+
 @pytest.fixture(autouse=True)
-def _torch_threads_restored() -> Iterator[None]:
-    """A test that pins torch to one thread (tiny networks) must not leave the rest of the session pinned."""
-    threads = torch.get_num_threads()
+def _torch_globals_restored() -> Iterator[None]:
+    """A test that pins torch to one thread (tiny networks), turns TF32 on (``apply_tf32``), asks Lightning for
+    deterministic algorithms or cudnn's benchmark, must not leave the rest of the session so: each is put back."""
+    settings = torch_globals()
     yield
-    torch.set_num_threads(threads)
+    set_torch_globals(settings)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """A test marked ``cpu_only`` checks what a machine without CUDA does. On a GPU machine it is not skipped: it
+    runs in a child pytest that cannot see the GPU (``CUDA_VISIBLE_DEVICES=""``), and passes only if it passes
+    there. Elsewhere it runs as usual."""
+    if pyfuncitem.get_closest_marker("cpu_only") is None or not torch.cuda.is_available():
+        return None
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_XDIST")}
+    child = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "-rs", pyfuncitem.nodeid],
+        cwd=REPO,
+        env={**environment, "CUDA_VISIBLE_DEVICES": ""},
+        capture_output=True,
+        text=True,
+    )
+    if child.returncode != 0 or re.search(r"\b1 passed\b", child.stdout) is None:  # a skip there is no pass
+        pytest.fail(f"with CUDA hidden it did not pass:\n{child.stdout[-4000:]}\n{child.stderr[-2000:]}", pytrace=False)
+    return True

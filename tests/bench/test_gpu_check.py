@@ -34,7 +34,7 @@ def run_gpu_check_quick(out: Path) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU path; on a GPU the test below runs the CUDA path")
+@pytest.mark.cpu_only  # the CPU path (on a GPU machine with the GPU hidden); the test below runs the CUDA path
 def test_gpu_check_on_a_cpu_times_the_update_step_and_reports_the_cuda_checks_as_skipped(tmp_path: Path) -> None:
     out = tmp_path / "gpu-check"
     report = run_gpu_check_quick(out)

@@ -96,6 +96,13 @@ def test_unavoidable_unmet_is_need_beyond_charger_power_times_dwell() -> None:
         sessions=[(0, 0, 1, 0.1, 0.9), (0, 1, 3, 0.25, 0.75), (0, 3, 4, 0.8, 0.8)],
     )
     assert unavoidable_unmet_kwh(series) == pytest.approx(1.2)
+    # A session that leaves in the hour it arrives is never plugged: its whole need (3.2 kWh) is unavoidable.
+    passing = hand_series(
+        hand_site_config(), pv_kw=[0.0] * 3, mall_kw=[0.0] * 3, price_per_kwh=[0.3] * 3, sessions=[(0, 1, 1, 0.1, 0.9)]
+    )
+    assert unavoidable_unmet_kwh(passing) == pytest.approx(3.2)
+    no_sessions = hand_series(hand_site_config(), pv_kw=[0.0], mall_kw=[0.0], price_per_kwh=[0.3], sessions=[])
+    assert unavoidable_unmet_kwh(no_sessions) == 0.0
 
 
 def _table(rows: list[tuple[float, ...]]) -> pd.DataFrame:

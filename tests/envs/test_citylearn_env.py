@@ -12,7 +12,7 @@ from iquitos_lightning.envs.reward import RewardWeights
 from iquitos_lightning.metrics.flows import DEPARTURE_COLUMNS, FLOW_COLUMNS
 from iquitos_lightning.metrics.kpis import energy_balance_residual_kw
 
-TINY = Path("configs/site/tiny.yaml")
+TINY = Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml"
 
 
 @pytest.fixture(scope="session")

@@ -3,15 +3,19 @@ and objective (the auto profile and the memory check size networks and buffers f
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from iquitos_lightning.envs.factory import EnvConfig, env_specs, make_env
+
+TINY = str(Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml")
 
 
 @pytest.mark.parametrize("actions", ["per_socket", "fleet"])
 @pytest.mark.parametrize("objective", ["thesis", "tariff"])
 def test_specs_without_a_site_build_match_the_built_env(actions: str, objective: str) -> None:
-    config = EnvConfig(site="configs/site/tiny.yaml", actions=actions, objective=objective)
+    config = EnvConfig(site=TINY, actions=actions, objective=objective)
     built, specs = make_env(config), env_specs(config)
     try:
         assert specs.observation_spec["observation"].shape == built.observation_spec["observation"].shape

@@ -14,7 +14,7 @@ from iquitos_lightning.envs.factory import EpisodeSeeding, episode_seeding, gene
 from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.envs.gym_env import FlatGymEnv, is_flat_box_env
 
-TINY = "configs/site/tiny.yaml"
+TINY = str(Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml")
 
 
 def _both(make_gym: callable, seed: int) -> tuple[FlatGymEnv, object]:

@@ -12,7 +12,7 @@ from iquitos_lightning.fastpath import citylearn_step
 from iquitos_lightning.fastpath.citylearn_feedback import record_action_feedback, skips_action_feedback
 from iquitos_lightning.fastpath.pins import LibraryChanged, require
 
-TINY = Path("configs/site/tiny.yaml")
+TINY = Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml"
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 SAC_AUTO = str(REPO / "configs" / "sac_auto.yaml")
 PENDULUM = ["--model.env.name", "Pendulum-v1", "--model.env.max_episode_steps", "50"]
 
-pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the choice on a CPU-only machine")
+pytestmark = pytest.mark.cpu_only  # the choice on a CPU-only machine; on a GPU machine run with the GPU hidden
 
 
 @pytest.fixture(autouse=True)

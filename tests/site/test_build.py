@@ -15,8 +15,9 @@ from rich.console import Console
 from iquitos_lightning.site.build import build_site, load_series, print_calibration
 from iquitos_lightning.site.config import load_site_config
 
-TINY = Path("configs/site/tiny.yaml")
-DEFAULT = Path("configs/site/iquitos-2026.yaml")
+SITES = Path(__file__).resolve().parents[2] / "configs" / "site"
+TINY = SITES / "tiny.yaml"
+DEFAULT = SITES / "iquitos-2026.yaml"
 
 
 def _all_files(folder: Path) -> list[Path]:

@@ -11,7 +11,7 @@ from iquitos_lightning.site.config import load_site_config
 from iquitos_lightning.site.demand import dwell_probabilities, ev_sessions, mall_load
 from iquitos_lightning.site.pv import simulate_pv
 
-TINY = Path("configs/site/tiny.yaml")
+TINY = Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml"
 
 
 def test_mall_load_keeps_each_month_energy_and_the_daily_shape() -> None:

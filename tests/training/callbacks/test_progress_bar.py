@@ -9,6 +9,7 @@ import pytest
 from callbacks_testkit import TinyRegression, TinyRLModule, make_trainer
 from rich.text import Text
 
+from iquitos_lightning.agents import SAC, EnvConfig, RolloutConfig
 from iquitos_lightning.callbacks import RLProgressBar, StepRate, VRAMMonitor
 from iquitos_lightning.training.callbacks.progress import format_count, run_status
 
@@ -36,6 +37,34 @@ def test_bar_counts_frames_and_shows_rate_eta_return_and_memory(
     line = " ".join(text.plain for text in drawn if isinstance(text, Text))
     assert f"ETA: {shown['ETA']}" in line
     assert len(re.findall(r"\d+:\d\d:\d\d", line)) == 2, line
+
+
+def test_bar_on_a_real_agent_counts_its_frames_towards_its_budget_and_shows_its_return(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SAC on Pendulum, three 50-frame rollouts of one 50-step episode each: the bar reads the agent's own counters."""
+    agent = SAC(
+        env=EnvConfig(name="Pendulum-v1", seed=3, max_episode_steps=50),
+        rollout=RolloutConfig(frame_budget=150, frames_per_batch=50, eval_every_frames=150, eval_episodes=1),
+        hidden_sizes=(16, 16),
+        batch_size=16,
+        init_random_frames=50,
+    )
+    bar = RLProgressBar(leave=True)
+    callbacks = [StepRate(log_every_n_steps=1), VRAMMonitor(log_every_n_steps=1), bar]
+    trainer = make_trainer(
+        tmp_path, callbacks, max_steps=-1, max_epochs=-1, enable_progress_bar=True, log_every_n_steps=1
+    )
+    trainer.fit(agent)
+
+    assert agent.frames_done == 150 and agent.episodes_done == 3
+    assert (bar.train_progress_bar.completed, bar.train_progress_bar.total) == (150, 150)
+    shown = bar.get_metrics(trainer, agent)
+    assert list(shown)[:5] == ["frames", "fps", "ETA", "return", "mem"]
+    assert shown["frames"] == "150/150"
+    assert float(shown["fps"]) > 0
+    assert shown["return"] == f"{agent.last_episode_return:.4g}" and agent.last_episode_return < 0  # Pendulum's cost
+    assert "frames: 150/150" in capsys.readouterr().out
 
 
 def test_bar_on_a_plain_module_keeps_lightning_behaviour(tmp_path: Path) -> None:
