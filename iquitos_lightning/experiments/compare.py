@@ -358,6 +358,7 @@ def run_compare(
     if len(objectives) != 1:
         raise CompareError(f"the agents' profiles train on different objectives ({sorted(objectives)}): one table each")
     objective = objectives.pop()
+    launcher.check()  # a bad --launcher/--address is refused before the references are made
     references = reference_kpis(site_path, results_root, console)
     with launcher.make() as pool:
         outcomes = run_all(specs, pool, console)

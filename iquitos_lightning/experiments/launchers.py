@@ -13,6 +13,7 @@ node (the task changes into the driver's working directory before it starts the 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 from abc import ABC, abstractmethod
@@ -120,12 +121,9 @@ class RayLauncher(Launcher[A, R]):
 
     def __init__(self, jobs: int, resources: Resources, address: str | None) -> None:
         super().__init__(jobs, resources)
-        try:  # Ray is needed by this launcher only: the main job and the local launcher never import it
-            import ray  # lazy: optional engine, joined only for --launcher ray
-        except ImportError as error:  # pragma: no cover - ray is pinned in requirements.lock
-            raise LauncherError(f"--launcher ray: Ray is not installed ({error}); run scripts/install.sh") from error
+        import ray  # lazy: Ray is joined for --launcher ray only; the main job and the local launcher never load it
+
         self._ray = ray
-        check_address(address)
         environment = {key: value for key, value in os.environ.items() if key.startswith(PASSED_PREFIXES)}
         try:
             ray.init(
@@ -217,17 +215,26 @@ class LauncherOptions:
     gpus: float = 0.0
     address: str | None = None
 
-    def make(self) -> Launcher[Any, Any]:
-        """The launcher these options name (Ray is imported and joined only for ``ray``)."""
+    def check(self) -> Resources:
+        """Refuse what cannot work before any time is spent (the references, a trial): an unknown launcher, an
+        address without Ray, an address nobody answers on, impossible resources. Returns each run's resources."""
         if self.kind not in LAUNCHERS:
             raise LauncherError(f"--launcher {self.kind!r}: choose from {', '.join(LAUNCHERS)}")
         if self.address is not None and self.kind != "ray":
             raise LauncherError("--address names a Ray cluster: use it with --launcher ray")
-        resources = Resources(self.cpus or max(1, (os.cpu_count() or 1) // max(self.jobs, 1)), self.gpus)
+        share = max(1, (os.cpu_count() or 1) // max(self.jobs, 1))
+        resources = Resources(share if self.cpus is None else self.cpus, self.gpus)
+        if self.kind == "local" and resources.gpus:
+            raise LauncherError("--gpus-per-run is for --launcher ray (a local run uses its profile's device)")
+        if self.kind == "ray":
+            if importlib.util.find_spec("ray") is None:
+                raise LauncherError("--launcher ray: Ray is not installed in this environment; run scripts/install.sh")
+            check_address(self.address)
+        return resources
+
+    def make(self) -> Launcher[Any, Any]:
+        """The launcher these options name (Ray is imported and joined only for ``ray``)."""
+        resources = self.check()
         if self.kind == "local":
-            if resources.gpus:
-                raise LauncherError(
-                    "--gpus-per-run is for --launcher ray (here a run uses the device its profile names)"
-                )
             return LocalLauncher(self.jobs, resources)
         return RayLauncher(self.jobs, resources, self.address)

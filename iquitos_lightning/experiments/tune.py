@@ -194,6 +194,7 @@ def run_tune(settings: TuneSettings, launcher: LauncherOptions, console: Console
 
     console = console or Console()
     plan = plan_study(settings)
+    launcher.check()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = open_storage(plan.storage)
     study = optuna.create_study(
