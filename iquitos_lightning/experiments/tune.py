@@ -200,12 +200,15 @@ def run_tune(settings: TuneSettings, launcher: LauncherOptions, console: Console
     study = optuna.create_study(
         study_name=plan.study_name,
         storage=storage,
-        sampler=optuna.samplers.TPESampler(seed=settings.seed),
         pruner=make_pruner(settings.pruner, settings.startup_trials),
         direction=direction(plan.objective),
         load_if_exists=True,
     )
     _check_same_settings(study, settings.record(plan.space), plan.study_name)
+    # Seeded by the trials already there: a resumed sitting's fresh sampler would otherwise draw its random start
+    # again from the first value (measured: trial 2 repeated trial 0's values), and the same history still gives
+    # the same draws.
+    study.sampler = optuna.samplers.TPESampler(seed=settings.seed + len(study.trials))
     console.print(f"[bold]Study {plan.study_name}[/] ({plan.storage}): {len(study.trials)} trial(s) so far")
     try:
         with launcher.make() as pool:
@@ -257,7 +260,7 @@ def _summary_lines(
         f"search space {settings.search}, profile {plan.space.profile}, site {settings.site}, objective "
         f"{plan.objective} ({direction(plan.objective)})",
         f"{plan.budget:,} frames per trial, evaluated every {plan.period:,}; pruner {settings.pruner} "
-        f"(after {settings.startup_trials} trials); TPE seed {settings.seed}; trials: "
+        f"(after {settings.startup_trials} trials); TPE seed {settings.seed} (+ trials before each sitting); trials: "
         + ", ".join(f"{count} {state}" for state, count in sorted(states.items())),
         f"storage {plan.storage}, study {plan.study_name}, git revision {git_revision()}",
     ]
