@@ -290,21 +290,21 @@ def _run_project_command(args: list[str]) -> int:
         from iquitos_lightning.experiments.tune import TuneSettings, run_tune
 
         settings = TuneSettings(
-            namespace.search,
-            namespace.site,
-            namespace.trials,
-            namespace.frames,
-            namespace.evaluations,
-            namespace.study,
-            namespace.storage,
-            namespace.runs,
-            namespace.out,
-            namespace.results,
-            namespace.seed,
-            namespace.pruner,
-            namespace.startup_trials,
-            namespace.final_eval,
-            tuple(namespace.override),
+            search=namespace.search,
+            site=namespace.site,
+            trials=namespace.trials,
+            frames=namespace.frames,
+            evaluations=namespace.evaluations,
+            study=namespace.study,
+            storage=namespace.storage,
+            runs=namespace.runs,
+            out=namespace.out,
+            results=namespace.results,
+            seed=namespace.seed,
+            pruner=namespace.pruner,
+            startup_trials=namespace.startup_trials,
+            final_eval=namespace.final_eval,
+            overrides=tuple(namespace.override),
         )
         try:
             return run_tune(settings, _launcher_options(namespace))

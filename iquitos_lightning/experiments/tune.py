@@ -65,6 +65,7 @@ from iquitos_lightning.site.config import load_site_config
 
 FINAL_EVALS = ("citylearn", "none")
 INTERRUPTED = (INTERRUPTED_EXIT_CODE, TERMINATED_EXIT_CODE)
+MAX_FAILED_IN_A_ROW = 3  # a config every trial fails with (a bad --override) must not ask trials for ever
 PRUNING_CALLBACK = "iquitos_lightning.experiments.pruning.TrialPruning"
 # Overrides that tie a trial's `fit` to its run folder and its study, not to what it trains (dropped from the tuned
 # YAML and from the final evaluation, which writes elsewhere).
@@ -153,9 +154,14 @@ def plan_study(settings: TuneSettings) -> Plan:
     return Plan(space, study_name, storage, objective, budget, period, base)
 
 
+def trial_dir(settings: TuneSettings, plan: Plan, number: int) -> Path:
+    """The run folder of trial ``number``: ``<runs>/<study>/trial-NNNN``."""
+    return settings.runs / plan.study_name / f"trial-{number:04d}"
+
+
 def trial_spec(settings: TuneSettings, plan: Plan, number: int, values: dict[str, Any]) -> RunSpec:
     """The ``fit`` run of trial ``number`` with the trial's ``values`` (by parameter name)."""
-    run_dir = settings.runs / plan.study_name / f"trial-{number:04d}"
+    run_dir = trial_dir(settings, plan, number)
     pruning = {
         "class_path": PRUNING_CALLBACK,
         "init_args": {
@@ -206,8 +212,8 @@ def run_tune(settings: TuneSettings, launcher: LauncherOptions, console: Console
     )
     _check_same_settings(study, settings.record(plan.space), plan.study_name)
     # Seeded by the trials already there: a resumed sitting's fresh sampler would otherwise draw its random start
-    # again from the first value (measured: trial 2 repeated trial 0's values), and the same history still gives
-    # the same draws.
+    # again from the first value (checked: a fresh seed-0 sampler drew trial 0's values for trial 2), and the same
+    # history still gives the same draws.
     study.sampler = optuna.samplers.TPESampler(seed=settings.seed + len(study.trials))
     console.print(f"[bold]Study {plan.study_name}[/] ({plan.storage}): {len(study.trials)} trial(s) so far")
     try:
@@ -297,9 +303,11 @@ def _run_trials(study: Any, settings: TuneSettings, plan: Plan, pool: Launcher[A
     finished = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
     in_flight: dict[Any, int] = {}
     interrupted = False
+    failed_in_a_row: list[int] = []
 
     def more_to_start() -> bool:
-        return not interrupted and bool(resumed or finished + len(in_flight) < settings.trials)
+        stop = interrupted or len(failed_in_a_row) >= MAX_FAILED_IN_A_ROW
+        return not stop and bool(resumed or finished + len(in_flight) < settings.trials)
 
     while in_flight or more_to_start():
         while len(in_flight) < pool.jobs and more_to_start():
@@ -317,7 +325,12 @@ def _run_trials(study: Any, settings: TuneSettings, plan: Plan, pool: Launcher[A
             if outcome.status == "failed" and outcome.returncode in INTERRUPTED:
                 interrupted = True  # left RUNNING: the next sitting resumes it from its checkpoint
                 continue
-            finished += _tell(study, number, outcome, plan.objective, console)
+            counted = _tell(study, number, outcome, plan.objective, console)
+            finished += counted
+            failed_in_a_row = [] if counted else [*failed_in_a_row, number]
+    if len(failed_in_a_row) >= MAX_FAILED_IN_A_ROW:
+        logs = ", ".join(str(trial_dir(settings, plan, number) / "compare.log") for number in failed_in_a_row)
+        raise TuneError(f"{len(failed_in_a_row)} trials failed in a row; the study stops here (logs: {logs})")
     return interrupted
 
 
