@@ -42,7 +42,8 @@ def _tune_command(tmp_path: Path) -> list[str]:
     search.write_text(SPACE)
     command = [
         sys.executable, "-m", "iquitos_lightning", "tune", "--search", str(search), "--site", TINY,
-        "--trials", "4", "--seed", "1", "--frames", "168", "--evaluations", "3", "--startup-trials", "1", "--final-eval", "none",
+        "--trials", "4", "--seed", "1", "--frames", "168", "--evaluations", "3", "--startup-trials", "1",
+        "--final-eval", "none",
         "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "tuned"), "--results", str(tmp_path / "results"),
     ]  # fmt: skip
     for override in TINY_TRIAL:
