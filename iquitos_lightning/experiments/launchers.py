@@ -134,7 +134,7 @@ class RayLauncher(Launcher[A, R]):
                 runtime_env={"env_vars": environment} if environment else None,
             )
         except (ConnectionError, RuntimeError, ValueError) as error:
-            raise LauncherError(f"--address {address}: no Ray cluster could be joined ({one_line(error)})") from error
+            raise LauncherError(f"--address {address}: no Ray cluster could be joined ({first_line(error)})") from error
         available = ray.cluster_resources()
         if resources.cpus > available.get("CPU", 0) or resources.gpus > available.get("GPU", 0):
             self.close()
@@ -196,7 +196,7 @@ def check_address(address: str | None) -> None:
         ) from error
 
 
-def one_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
     """The first line of a library's message (Ray's connection errors run to a page)."""
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__

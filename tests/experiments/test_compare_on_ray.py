@@ -40,8 +40,9 @@ def _free_loopback_port() -> int:
 
 
 @pytest.fixture
-def ray_head() -> Iterator[str]:
-    """``HOST:PORT`` of a one-node Ray cluster on 127.0.0.1 with 2 CPUs, stopped after the test."""
+def ray_head() -> Iterator[tuple[str, Path]]:
+    """``HOST:PORT`` and the session folder of a one-node Ray cluster on 127.0.0.1 with 2 CPUs, stopped after the
+    test."""
     port = _free_loopback_port()
     temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths must fit 107 characters
     log_path = Path(temp_dir) / "ray-start.log"
@@ -58,7 +59,7 @@ def ray_head() -> Iterator[str]:
             assert head.poll() is None, "ray start failed:\n" + log_path.read_text()[-3000:]
             assert time.monotonic() < deadline, "ray start did not finish in 120 s:\n" + log_path.read_text()[-3000:]
             time.sleep(0.5)
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}", Path(temp_dir) / "session_latest"
     finally:
         head.send_signal(signal.SIGTERM)
         try:
@@ -89,8 +90,10 @@ def _compare(tmp_path: Path, name: str, *launcher: str) -> subprocess.CompletedP
 
 @pytest.mark.slow
 def test_compare_through_a_ray_cluster_gives_the_local_launchers_table(tmp_path, ray_head):
-    on_ray = _compare(tmp_path, "ray", "--launcher", "ray", "--address", ray_head)
+    address, session = ray_head
+    on_ray = _compare(tmp_path, "ray", "--launcher", "ray", "--address", address)
     assert on_ray.returncode == 0, on_ray.stdout[-3000:] + on_ray.stderr[-3000:]
+    assert list((session / "logs").glob("worker-*.out")), "no Ray worker ran a task"  # the runs went through Ray
     references = tmp_path / "ray" / "results" / "tiny" / "baselines.json"
     (tmp_path / "local" / "results" / "tiny").mkdir(parents=True)
     shutil.copy(references, tmp_path / "local" / "results" / "tiny")  # the references are not what is compared
