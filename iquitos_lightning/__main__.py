@@ -12,6 +12,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from iquitos_lightning.experiments.launchers import LauncherOptions
 
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 LIGHTNING_COMMAND_HELP = {
@@ -76,7 +80,7 @@ def _project_parser() -> argparse.ArgumentParser:
         help="training frames per run, rounded up to whole rollouts: N, or per agent sac=N,ppo=N,a2c=N",
     )
     compare.add_argument("--profile", default="cpu", help="training profile: configs/<agent>_<profile>.yaml")
-    compare.add_argument("--jobs", type=int, default=1, help="runs trained at once (default: %(default)s)")
+    _add_launcher_arguments(compare)
     compare.add_argument(
         "--evaluations",
         type=int,
@@ -92,7 +96,83 @@ def _project_parser() -> argparse.ArgumentParser:
         metavar="[AGENT:]KEY=VALUE",
         help="extra fit override, for every run or one agent's, e.g. ppo:model.init_args.epochs=4 (repeatable)",
     )
+    _add_tune_parser(commands)
     return parser
+
+
+def _add_tune_parser(commands: argparse._SubParsersAction) -> None:
+    tune = commands.add_parser(
+        "tune", help="Optuna search over a profile's hyperparameters (search space: configs/search/*.yaml)"
+    )
+    tune.add_argument(
+        "--search",
+        type=Path,
+        default=Path("configs/search/sac_residual_tariff.yaml"),
+        help="search-space YAML naming its profile (default: %(default)s)",
+    )
+    tune.add_argument("--site", type=Path, default=DEFAULT_SITE, help="site profile YAML (default: %(default)s)")
+    tune.add_argument("--trials", type=int, default=20, help="trials the study holds when done (default: %(default)s)")
+    tune.add_argument("--frames", type=int, required=True, help="training frames per trial (whole rollouts)")
+    tune.add_argument(
+        "--evaluations", type=int, default=4, help="evaluations per trial: what the pruner sees (default: %(default)s)"
+    )
+    tune.add_argument("--study", default=None, help="study name (default: <search>-<site>)")
+    tune.add_argument(
+        "--storage",
+        default=None,
+        help="journal file path, or an RDB URL (postgresql://...) on a cluster (default: <runs>/<study>/study.journal)",
+    )
+    tune.add_argument("--runs", type=Path, default=Path("runs/tune"), help="trial runs root (default: %(default)s)")
+    tune.add_argument(
+        "--out", type=Path, default=Path("configs/tuned"), help="tuned YAML folder (default: %(default)s)"
+    )
+    tune.add_argument("--results", type=Path, default=Path("results"), help="results root (default: %(default)s)")
+    tune.add_argument("--seed", type=int, default=0, help="training seed of every trial and TPE's seed (default: 0)")
+    tune.add_argument("--pruner", choices=("median", "none"), default="median", help="(default: %(default)s)")
+    tune.add_argument(
+        "--startup-trials", type=int, default=2, help="trials finished before pruning starts (default: %(default)s)"
+    )
+    tune.add_argument(
+        "--final-eval",
+        choices=("citylearn", "none"),
+        default="citylearn",
+        help="evaluate the best trial's checkpoint on CityLearn at the end (default: %(default)s)",
+    )
+    tune.add_argument(
+        "--override", action="append", default=[], metavar="KEY=VALUE", help="extra fit override for every trial"
+    )
+    _add_launcher_arguments(tune)
+
+
+def _add_launcher_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where runs execute (experiments/launchers.py), shared by ``compare`` and ``tune``."""
+    parser.add_argument("--jobs", type=int, default=1, help="runs trained at once (default: %(default)s)")
+    parser.add_argument(
+        "--launcher",
+        choices=("local", "ray"),
+        default="local",
+        help="local: subprocesses on this machine; ray: Ray tasks on a cluster (docs/scale-out.md) (default: local)",
+    )
+    parser.add_argument(
+        "--address",
+        default=None,
+        help="with --launcher ray: HOST:PORT of a running Ray head, or 'auto' (default: start Ray for this command)",
+    )
+    parser.add_argument(
+        "--cpus-per-run", type=int, default=None, help="CPU cores (and torch threads) per run (default: cores / jobs)"
+    )
+    parser.add_argument(
+        "--gpus-per-run", type=float, default=0.0, help="with --launcher ray: GPU share per run, e.g. 0.25 (default: 0)"
+    )
+
+
+def _launcher_options(namespace: argparse.Namespace) -> LauncherOptions:
+    # lazy: each command loads only what it runs (build-site must not pay for torch and Lightning)
+    from iquitos_lightning.experiments.launchers import LauncherOptions
+
+    return LauncherOptions(
+        namespace.launcher, namespace.jobs, namespace.cpus_per_run, namespace.gpus_per_run, namespace.address
+    )
 
 
 def run_default_job() -> int:
@@ -195,7 +275,7 @@ def _run_project_command(args: list[str]) -> int:
                 namespace.profile,
                 namespace.results,
                 namespace.runs,
-                namespace.jobs,
+                _launcher_options(namespace),
                 namespace.override,
                 args,
                 evaluations=namespace.evaluations,
@@ -204,6 +284,33 @@ def _run_project_command(args: list[str]) -> int:
             print(f"error: {error}", file=sys.stderr)
             return 2
         return 0
+    if namespace.command == "tune":
+        # lazy: each command loads only what it runs (optuna only for `tune`)
+        from iquitos_lightning.experiments.compare import CompareError
+        from iquitos_lightning.experiments.tune import TuneSettings, run_tune
+
+        settings = TuneSettings(
+            search=namespace.search,
+            site=namespace.site,
+            trials=namespace.trials,
+            frames=namespace.frames,
+            evaluations=namespace.evaluations,
+            study=namespace.study,
+            storage=namespace.storage,
+            runs=namespace.runs,
+            out=namespace.out,
+            results=namespace.results,
+            seed=namespace.seed,
+            pruner=namespace.pruner,
+            startup_trials=namespace.startup_trials,
+            final_eval=namespace.final_eval,
+            overrides=tuple(namespace.override),
+        )
+        try:
+            return run_tune(settings, _launcher_options(namespace))
+        except CompareError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
     if namespace.command == "baselines":
         # lazy: each command loads only what it runs (build-site must not pay for torch and Lightning)
         from iquitos_lightning.control.baselines import run_baselines

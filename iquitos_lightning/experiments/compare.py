@@ -7,7 +7,9 @@ beside the table records that command, the git revision, the seeds and the budge
 How it runs:
 - every (agent, seed) is one ``fit`` of the agent's training profile (``configs/<agent>_<profile>.yaml``)
   in its own subprocess (isolated memory, crash contained, ``--jobs`` runs several at once), under
-  ``<runs>/<site>/<agent>-seed<k>/``, with the site, seed and frame budget overridden;
+  ``<runs>/<site>/<agent>-seed<k>/``, with the site, seed and frame budget overridden; the launcher
+  (:mod:`.launchers`: ``local`` threads here, or ``ray`` tasks on a cluster) only decides where that
+  subprocess starts, so the table is the same whichever ran it;
 - its last evaluation (one deterministic episode of the full year, on CityLearn or, with the profile's
   ``env.eval_backend: twin``, on the bit-equal twin) is its KPI row: the run report's ``kpis.json``.
   Validation runs ``--evaluations`` times, evenly spaced, the last at the end of the budget: the learning
@@ -26,13 +28,13 @@ budget so a short budget still learns; this is recorded per run. Nothing is tune
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from iquitos_lightning.control.baselines import run_baselines
+from iquitos_lightning.experiments.launchers import Launcher, LauncherOptions
 from iquitos_lightning.report.comparison import (
     EV_SERVICE_TOLERANCE,
     comparison_markdown,
@@ -100,10 +103,11 @@ class RunSpec:
 @dataclass
 class RunOutcome:
     spec: RunSpec
-    status: str  # "kept" (finished before), "trained", "failed"
+    status: str  # "kept" (finished before), "trained", "failed" (tune adds "pruned")
     seconds: float = 0.0
     log: str = ""
     kpis: dict[str, Any] = field(default_factory=dict)
+    returncode: int | None = None  # the fit's exit status (130/143: interrupted, resumable), None when not run
 
 
 def profile_path(agent: str, profile: str, configs: Path = Path("configs")) -> Path:
@@ -177,30 +181,48 @@ def plan_runs(
         init_args = yaml.safe_load(path.read_text())["model"]["init_args"]
         agent_overrides = overrides_for(agent, extra_overrides or [])
         per_batch = int(agent_overrides.get(FRAMES_PER_BATCH, init_args["rollout"]["frames_per_batch"]))
-        budget = math.ceil(budgets[agent] / per_batch) * per_batch
-        # evenly spaced evaluations, the last at the end of the budget (each a whole number of rollouts)
-        period = math.ceil(budget / evaluations / per_batch) * per_batch
+        budget, period = budget_and_period(budgets[agent], per_batch, evaluations)
         objective = profile_objective(path, agent_overrides)
         for seed in range(seeds):
             run_dir = runs_root / site_name / objective / f"{agent}-seed{seed}"
-            overrides = [
-                f"--seed_everything={seed}",
-                f"--model.init_args.env.site={site_path}",
-                f"--model.init_args.env.seed={1000 * seed}",
-                f"--model.init_args.rollout.frame_budget={budget}",
-                f"--model.init_args.rollout.eval_every_frames={period}",
-                "--model.init_args.rollout.eval_episodes=1",
-                f"--trainer.logger.init_args.save_dir={run_dir.parent}",
-                f"--trainer.logger.init_args.name={run_dir.name}",
-                f"--checkpoint.dirpath={run_dir / 'checkpoints'}",
-                "--trainer.enable_progress_bar=false",
-            ]
-            if algorithm_of(agent) == "sac":
-                warmup = min(int(init_args.get("init_random_frames", 0)), budget // SAC_WARMUP_SHARE)
-                overrides.append(f"--model.init_args.init_random_frames={warmup}")
+            overrides = run_overrides(site_path, seed, budget, period, run_dir) + warmup_overrides(
+                agent, init_args, budget
+            )
             overrides += [f"--{key}={value}" for key, value in agent_overrides.items()]
             specs.append(RunSpec(agent, seed, path, run_dir, budget, tuple(overrides)))
     return specs
+
+
+def budget_and_period(frames: int, per_batch: int, evaluations: int) -> tuple[int, int]:
+    """The frame budget rounded up to whole rollouts, and the evaluation period: ``evaluations`` evenly spaced, the
+    last at the end of the budget, each a whole number of rollouts."""
+    budget = math.ceil(frames / per_batch) * per_batch
+    return budget, math.ceil(budget / evaluations / per_batch) * per_batch
+
+
+def warmup_overrides(agent: str, init_args: dict[str, Any], budget: int) -> list[str]:
+    """SAC's random warm-up capped at a fifth of the budget, so a short budget still learns (none for others)."""
+    if algorithm_of(agent) != "sac":
+        return []
+    warmup = min(int(init_args.get("init_random_frames", 0)), budget // SAC_WARMUP_SHARE)
+    return [f"--model.init_args.init_random_frames={warmup}"]
+
+
+def run_overrides(site_path: Path, seed: int, budget: int, period: int, run_dir: Path) -> list[str]:
+    """The ``fit`` overrides that make a profile one run of an experiment: site, seeds, budget, evaluation period
+    (one episode each), and every output (logs, report, checkpoints) under ``run_dir``."""
+    return [
+        f"--seed_everything={seed}",
+        f"--model.init_args.env.site={site_path}",
+        f"--model.init_args.env.seed={1000 * seed}",
+        f"--model.init_args.rollout.frame_budget={budget}",
+        f"--model.init_args.rollout.eval_every_frames={period}",
+        "--model.init_args.rollout.eval_episodes=1",
+        f"--trainer.logger.init_args.save_dir={run_dir.parent}",
+        f"--trainer.logger.init_args.name={run_dir.name}",
+        f"--checkpoint.dirpath={run_dir / 'checkpoints'}",
+        "--trainer.enable_progress_bar=false",
+    ]
 
 
 OBJECTIVE = "model.init_args.env.objective"
@@ -241,27 +263,26 @@ def run_one(spec: RunSpec, threads: int) -> RunOutcome:
     seconds = time.monotonic() - started
     if result.returncode != 0 or not spec.finished():
         tail = log_path.read_text().splitlines()[-15:]
-        return RunOutcome(spec, "failed", seconds, "\n".join(tail))
-    return RunOutcome(spec, "trained", seconds, kpis=json.loads(spec.report_json.read_text()))
+        return RunOutcome(spec, "failed", seconds, "\n".join(tail), returncode=result.returncode)
+    return RunOutcome(spec, "trained", seconds, kpis=json.loads(spec.report_json.read_text()), returncode=0)
 
 
-def run_all(specs: list[RunSpec], jobs: int, console: Console) -> list[RunOutcome]:
-    """Every run, ``jobs`` at a time, with one progress bar over runs."""
-    jobs = max(1, min(jobs, len(specs)))
-    threads = max(1, (os.cpu_count() or 1) // jobs)
+def run_all(specs: list[RunSpec], launcher: Launcher[RunSpec, RunOutcome], console: Console) -> list[RunOutcome]:
+    """Every run through ``launcher`` (``jobs`` at a time), one progress bar over runs; outcomes in ``specs`` order."""
+    train = functools.partial(run_one, threads=launcher.resources.cpus)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    outcomes: list[RunOutcome] = []
-    with Progress(*columns, console=console) as progress, ThreadPoolExecutor(jobs) as pool:
+    outcomes: dict[int, RunOutcome] = {}
+    with Progress(*columns, console=console) as progress:
         task = progress.add_task("training runs", total=len(specs))
-        for outcome in pool.map(lambda spec: run_one(spec, threads), specs):
-            outcomes.append(outcome)
+        for index, outcome in launcher.map_unordered(train, specs):
+            outcomes[index] = outcome
             progress.advance(task)
             seconds = f" in {outcome.seconds / 60:.1f} min" if outcome.status == "trained" else ""
             style = {"failed": "bold red", "kept": "dim"}.get(outcome.status, "green")
             progress.console.print(f"[{style}]{outcome.spec.name}: {outcome.status}{seconds}[/]")
             if outcome.status == "failed":
                 progress.console.print(outcome.log, markup=False)
-    return outcomes
+    return [outcomes[index] for index in range(len(specs))]
 
 
 def git_revision() -> str:
@@ -321,21 +342,26 @@ def run_compare(
     profile: str,
     results_root: Path,
     runs_root: Path,
-    jobs: int,
+    launcher: LauncherOptions,
     extra_overrides: list[str],
     command: list[str],
     console: Console | None = None,
     evaluations: int = 1,
 ) -> Path:
-    """The whole command: references, runs, aggregation, outputs. Returns ``results/<site>/``."""
+    """The whole command: references, runs, aggregation, outputs. Returns ``results/<site>/``.
+
+    The references are made (when missing) before the launcher starts: a Ray cluster is joined only for the runs.
+    """
     console = console or Console()
     specs = plan_runs(site_path, agents, seeds, frames, profile, runs_root, extra_overrides, evaluations=evaluations)
     objectives = {spec.run_dir.parent.name for spec in specs}
     if len(objectives) != 1:
         raise CompareError(f"the agents' profiles train on different objectives ({sorted(objectives)}): one table each")
     objective = objectives.pop()
+    launcher.check()  # a bad --launcher/--address is refused before the references are made
     references = reference_kpis(site_path, results_root, console)
-    outcomes = run_all(specs, jobs, console)
+    with launcher.make() as pool:
+        outcomes = run_all(specs, pool, console)
     failed = [outcome.spec.name for outcome in outcomes if outcome.status == "failed"]
 
     runs_by_agent: dict[str, list[dict[str, Any]]] = {agent: [] for agent in agents}

@@ -1,0 +1,108 @@
+"""``compare`` through a real Ray cluster (``ray start --head`` on the loopback address) gives the same table as
+the local launcher for the same seeds.
+
+The cluster is this test's own: started on 127.0.0.1 with 2 CPUs in a new session, and stopped at the end even on
+failure (SIGTERM to ``ray start --block``, which takes its processes down; SIGKILL to its process group if that
+has not happened within 30 s). ``ray stop`` is never used: it kills every Ray process of the user on the machine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = str(REPO / "configs" / "site" / "tiny.yaml")
+# Ray replaces a loopback node address with the machine's own IP and binds the GCS to every interface; with this
+# switch (meant for single-machine use on macOS and Windows) every Ray process binds and talks on 127.0.0.1 only.
+# Token authentication off: Ray 2.60 turns it on for `ray start` whenever ~/.ray/auth_token exists (any earlier
+# local `ray.init()` writes one), and this throwaway loopback cluster must not depend on that file.
+LOOPBACK_ONLY = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+STARTED = "Ray runtime started"
+
+
+def _free_loopback_port() -> int:
+    """An ephemeral loopback port (outside Ray's worker port range 10002-19999)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def ray_head() -> Iterator[tuple[str, Path]]:
+    """``HOST:PORT`` and the session folder of a one-node Ray cluster on 127.0.0.1 with 2 CPUs, stopped after the
+    test."""
+    port = _free_loopback_port()
+    temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths must fit 107 characters
+    log_path = Path(temp_dir) / "ray-start.log"
+    command = [
+        str(Path(sys.executable).with_name("ray")), "start", "--head", f"--port={port}", "--num-cpus=2",
+        "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp_dir}", "--block",
+    ]  # fmt: skip
+    environment = {**os.environ, **LOOPBACK_ONLY}
+    with log_path.open("w") as log:
+        head = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while STARTED not in log_path.read_text():
+            assert head.poll() is None, "ray start failed:\n" + log_path.read_text()[-3000:]
+            assert time.monotonic() < deadline, "ray start did not finish in 120 s:\n" + log_path.read_text()[-3000:]
+            time.sleep(0.5)
+        yield f"127.0.0.1:{port}", Path(temp_dir) / "session_latest"
+    finally:
+        head.send_signal(signal.SIGTERM)
+        try:
+            head.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+        try:
+            os.killpg(head.pid, signal.SIGKILL)  # any straggler of the group (raylet workers)
+        except ProcessLookupError:
+            pass
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _compare(tmp_path: Path, name: str, *launcher: str) -> subprocess.CompletedProcess[str]:
+    command = [
+        sys.executable, "-m", "iquitos_lightning", "compare", "--site", TINY, "--agents", "sac", "--seeds", "2",
+        "--frames", "56", "--jobs", "2", "--cpus-per-run", "1",
+        "--results", str(tmp_path / name / "results"), "--runs", str(tmp_path / name / "runs"),
+        "--override", "model.init_args.rollout.frames_per_batch=56",
+        "--override", "model.init_args.hidden_sizes=[8,8]",
+        "--override", "sac:model.init_args.speed.compile=false",
+        *launcher,
+    ]  # fmt: skip
+    environment = {**os.environ, **LOOPBACK_ONLY}
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=environment)
+
+
+@pytest.mark.slow
+def test_compare_through_a_ray_cluster_gives_the_local_launchers_table(tmp_path, ray_head):
+    address, session = ray_head
+    on_ray = _compare(tmp_path, "ray", "--launcher", "ray", "--address", address)
+    assert on_ray.returncode == 0, on_ray.stdout[-3000:] + on_ray.stderr[-3000:]
+    assert list((session / "logs").glob("worker-*.out")), "no Ray worker ran a task"  # the runs went through Ray
+    references = tmp_path / "ray" / "results" / "tiny" / "baselines.json"
+    (tmp_path / "local" / "results" / "tiny").mkdir(parents=True)
+    shutil.copy(references, tmp_path / "local" / "results" / "tiny")  # the references are not what is compared
+    local = _compare(tmp_path, "local")
+    assert local.returncode == 0, local.stdout[-3000:] + local.stderr[-3000:]
+
+    tables = [tmp_path / name / "results" / "tiny" / "comparison_thesis.csv" for name in ("ray", "local")]
+    assert tables[0].read_text() == tables[1].read_text()
+    assert pd.read_csv(tables[0], index_col=0).loc["sac", "seeds"] == 2
+    for seed in (0, 1):
+        checkpoint = tmp_path / "ray" / "runs" / "tiny" / "thesis" / f"sac-seed{seed}" / "checkpoints" / "last.ckpt"
+        assert checkpoint.exists()  # a Ray task wrote its checkpoints to the runs folder the driver named
