@@ -26,6 +26,8 @@ torch for the twin, elementwise float64 operations so both give the same bits):
 
 from __future__ import annotations
 
+import numpy as np
+
 from iquitos_lightning.envs.actions import Array, SocketBands, _is_torch, action_fraction, fleet_power
 from iquitos_lightning.envs.rule_prior import _clip, _sequential_sum
 from iquitos_lightning.site.config import BatteryConfig
@@ -48,6 +50,4 @@ def grid_target_fleet_action(
         import torch  # lazy: numpy callers never load torch here
 
         return torch.stack([fraction.to(action.dtype), action[..., 1]], -1)
-    import numpy as np
-
     return np.stack([np.asarray(fraction, dtype=float), np.asarray(action[..., 1], dtype=float)], -1)
