@@ -47,7 +47,7 @@ from torchrl.envs import DoubleToFloat, EnvBase, GymWrapper, RewardSum, StepCoun
 from iquitos_lightning.envs.actions import LAYOUTS, action_count
 from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.envs.gym_env import FlatGymEnv, SpecsOnly, is_flat_box_env
-from iquitos_lightning.envs.objectives import DEMAND_PERIODS, OBJECTIVES
+from iquitos_lightning.envs.objectives import DEMAND_PERIODS, OBJECTIVES, TARIFF
 from iquitos_lightning.envs.site_data import site_config_of
 from iquitos_lightning.envs.site_tables import observation_names
 from iquitos_lightning.errors import ConfigError
@@ -104,7 +104,7 @@ class EnvConfig:
             raise ValueError(f"actions must be one of {LAYOUTS}, got {self.actions!r}")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
-        if self.stored_energy_value and self.objective != "tariff":
+        if self.stored_energy_value and self.objective != TARIFF:
             raise ValueError("stored_energy_value (reward shaping) is for the tariff objective")
         if self.demand_period not in DEMAND_PERIODS:
             raise ValueError(f"demand_period must be one of {DEMAND_PERIODS}, got {self.demand_period!r}")

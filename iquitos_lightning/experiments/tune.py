@@ -184,10 +184,13 @@ def run_trial(spec: RunSpec, threads: int) -> RunOutcome:
     """One trial's ``fit`` (or its resumption), on whatever node the launcher chose; ``pruned`` when its
     pruning marker is there (written by the trial's own :class:`~.pruning.TrialPruning`)."""
     marker = spec.run_dir / PRUNED_MARKER
-    outcome = RunOutcome(spec, "failed") if marker.exists() else run_one(spec, threads)
-    if marker.exists():
-        return RunOutcome(spec, "pruned", outcome.seconds, kpis=json.loads(marker.read_text()))
-    return outcome
+    seconds = 0.0  # a trial pruned in an earlier sitting is not run again
+    if not marker.exists():
+        outcome = run_one(spec, threads)
+        if not marker.exists():
+            return outcome
+        seconds = outcome.seconds
+    return RunOutcome(spec, "pruned", seconds, kpis=json.loads(marker.read_text()))
 
 
 def run_tune(settings: TuneSettings, launcher: LauncherOptions, console: Console | None = None) -> int:
