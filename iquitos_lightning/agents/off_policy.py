@@ -21,6 +21,7 @@ from torchrl.data import TensorDictReplayBuffer
 
 from iquitos_lightning.agents.base import RLAgent
 from iquitos_lightning.agents.config import RolloutConfig, as_config
+from iquitos_lightning.agents.multi_step import n_step_transitions
 from iquitos_lightning.agents.replay import (
     ReplayBufferConfig,
     buffer_contents,
@@ -55,6 +56,8 @@ class OffPolicyAgent(RLAgent):
         batch_size: transitions per gradient update (sampled on the host, then moved to the device).
         updates_per_frame: gradient updates per collected frame (the update-to-data ratio).
         init_random_frames: frames of uniformly random actions before learning starts.
+        gamma: the discount (of the n-step sums; the loss's value estimator uses the same).
+        n_steps: transitions are stored with n-step returns (:mod:`.multi_step`; 1: one-step TD).
     """
 
     off_policy = True  # may collect one rollout ahead (rollout.overlap)
@@ -69,8 +72,14 @@ class OffPolicyAgent(RLAgent):
         updates_per_frame: float,
         init_random_frames: int,
         speed: SpeedConfig | None,
+        gamma: float = 0.99,
+        n_steps: int = 1,
     ) -> None:
+        if n_steps < 1:
+            raise ValueError(f"n_steps must be >= 1, got {n_steps}")
         super().__init__(env, rollout, speed)
+        self.gamma = gamma
+        self.n_steps = n_steps
         self.automatic_optimization = False
         self.buffer_config = as_config(ReplayBufferConfig, buffer)
         check_buffer_config(self.buffer_config, batch_size)
@@ -101,9 +110,9 @@ class OffPolicyAgent(RLAgent):
         return self.batch_size, self.batch_size
 
     def learn(self, rollout: TensorDictBase) -> dict[str, torch.Tensor | float]:
-        """Store the rollout; once past the random frames, run ``updates_per_frame`` updates per new frame
-        (batches drawn :data:`SAMPLE_CHUNK_UPDATES` updates at a time)."""
-        self.replay_buffer.extend(transition_for_buffer(rollout))
+        """Store the rollout (with n-step returns when ``n_steps`` > 1); once past the random frames, run
+        ``updates_per_frame`` updates per new frame (batches drawn :data:`SAMPLE_CHUNK_UPDATES` updates at a time)."""
+        self.replay_buffer.extend(transition_for_buffer(n_step_transitions(rollout, self.gamma, self.n_steps)))
         if self.frames_done < self.init_random_frames:
             return {"buffer_size": len(self.replay_buffer)}
         self.update_credit += rollout.numel() * self.updates_per_frame

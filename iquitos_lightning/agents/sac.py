@@ -70,6 +70,9 @@ class SAC(OffPolicyAgent):
         residual_penalty: weight of the policy mean's mean square (before the tanh) in the actor loss: with
             ``rule_residual`` it holds the policy near the rule unless the critic's gradient keeps pointing
             away (a behaviour-regularised actor, as TD3+BC regularises towards the data's actions).
+        n_steps: the critic's target sums this many rewards before it bootstraps (TorchRL's ``MultiStep``,
+            :mod:`.multi_step`): on ``tariff`` the cost of spending the battery early shows hours later, when it
+            runs empty in the evening window; 1 is SAC's one-step target.
         speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
 
@@ -98,9 +101,12 @@ class SAC(OffPolicyAgent):
         initial_scale: float = 1.0,
         actor_delay_frames: int = 0,
         residual_penalty: float = 0.0,
+        n_steps: int = 1,
         speed: SpeedConfig | None = None,
     ) -> None:
-        super().__init__(env, rollout, buffer, batch_size, updates_per_frame, init_random_frames, speed)
+        super().__init__(
+            env, rollout, buffer, batch_size, updates_per_frame, init_random_frames, speed, gamma=gamma, n_steps=n_steps
+        )
         self.learning_rates = (actor_lr, critic_lr, alpha_lr)
 
         self.actor_delay_frames = actor_delay_frames

@@ -45,7 +45,11 @@ PER_SOCKET = "per_socket"
 FLEET = "fleet"
 RULE_RESIDUAL = "rule_residual"  # fleet actions added to the rule-based controller's (envs/rule_prior.py)
 GRID_TARGET = "grid_target"  # BESS action = the import set-point the battery tracks (envs/grid_target.py)
-LAYOUTS = (PER_SOCKET, FLEET, RULE_RESIDUAL, GRID_TARGET)
+# fleet actions added to a peak shaver's (envs/shaver_prior.py): charge outside the evening window, hold it flat
+SHAVER_RESIDUAL = "shaver_residual"
+# the same with the rule-based controller as the prior, its evening discharge held flat (for the thesis reward)
+FLAT_RULE_RESIDUAL = "flat_rule_residual"
+LAYOUTS = (PER_SOCKET, FLEET, RULE_RESIDUAL, GRID_TARGET, SHAVER_RESIDUAL, FLAT_RULE_RESIDUAL)
 
 # Energy (kWh) added to the least-laxity minimum so float32 SOC rounding cannot leave an EV a hair short.
 GUARANTEE_MARGIN_KWH = 1e-6
@@ -79,7 +83,7 @@ def _clip_low(value: Array, low: float) -> Array:
 
 
 def action_count(layout: str, sockets: int) -> int:
-    """How many actions a layout has: 1 + S (``per_socket``) or 2 (``fleet``, ``rule_residual``, ``grid_target``)."""
+    """How many actions a layout has: 1 + S (``per_socket``) or 2 (every other layout)."""
     if layout not in LAYOUTS:
         raise ValueError(f"env.actions must be one of {LAYOUTS}, got {layout!r}")
     return 1 + sockets if layout == PER_SOCKET else 2
@@ -159,8 +163,8 @@ def fleet_power(fleet_action: Array, bands: SocketBands) -> Array:
 
 
 def socket_power(layout: str, action: Array, bands: SocketBands) -> Array:
-    """Grid-side kW of every socket [..., S] for a full env action [..., A] (clipped to [-1, 1] already;
-    for ``rule_residual`` and ``grid_target`` the ``fleet`` action they were turned into, envs/env_action.py)."""
+    """Grid-side kW of every socket [..., S] for a full env action [..., A] (clipped to [-1, 1] already; for the
+    derived layouts the ``fleet`` action they were turned into, envs/env_action.py)."""
     if layout == PER_SOCKET:
         return per_socket_power(action[..., 1:], bands)
     return fleet_power(action[..., 1], bands)

@@ -176,6 +176,8 @@ class IquitosEnv(gym.Env):
             in_peak_window=bool(self.in_peak_window[t] > 0),
             bess=self.site_config.bess,
             max_import_kw=self.reward_scales.max_import_kw,
+            window_rest_kw=self.tables.window_rest_kw[t],
+            window_rest_open=self.tables.window_rest_open[t],
         )
         socket_action = socket_power(self.action_layout, action, bands) / self.charger_kw
         soc_before = self._socket_soc.copy()

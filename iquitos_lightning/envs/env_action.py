@@ -1,15 +1,23 @@
 """The action an env applies: the agent's action turned into its layout's physical ``[BESS, sockets...]`` command.
 
 Why one function: the CityLearn env and the twin must turn a derived layout's action (``rule_residual``,
-``grid_target``) into the same ``fleet`` action to the bit, so both call this with the hour's state;
-``per_socket`` and ``fleet`` actions pass through unchanged.
+``grid_target``, ``shaver_residual``, ``flat_rule_residual``) into the same ``fleet`` action to the bit, so both
+call this with the hour's state; ``per_socket`` and ``fleet`` actions pass through unchanged.
 """
 
 from __future__ import annotations
 
-from iquitos_lightning.envs.actions import GRID_TARGET, RULE_RESIDUAL, Array, SocketBands
+from iquitos_lightning.envs.actions import (
+    FLAT_RULE_RESIDUAL,
+    GRID_TARGET,
+    RULE_RESIDUAL,
+    SHAVER_RESIDUAL,
+    Array,
+    SocketBands,
+)
 from iquitos_lightning.envs.grid_target import grid_target_fleet_action
 from iquitos_lightning.envs.rule_prior import add_rule
+from iquitos_lightning.envs.shaver_prior import add_shaver
 from iquitos_lightning.site.config import BatteryConfig
 
 
@@ -24,10 +32,22 @@ def applied_action(
     in_peak_window: Array,
     bess: BatteryConfig,
     max_import_kw: float,
+    window_rest_kw: Array | None = None,
+    window_rest_open: Array | None = None,
 ) -> Array:
-    """The action [..., A] in the ``per_socket``/``fleet`` sense for an agent's action [..., A] (clipped to [-1, 1])."""
+    """The action [..., A] in the ``per_socket``/``fleet`` sense for an agent's action [..., A] (clipped to [-1, 1]).
+
+    ``window_rest_kw``/``window_rest_open``: the hour's rows of the site tables' forecasts of the rest of the peak
+    window (``shaver_residual`` and ``flat_rule_residual`` only).
+    """
     if layout == RULE_RESIDUAL:
         return add_rule(action, pv_kw, mall_kw, bands, bess_soc, in_peak_window, bess)
+    if layout in (SHAVER_RESIDUAL, FLAT_RULE_RESIDUAL):
+        rule_outside = layout == FLAT_RULE_RESIDUAL
+        window = (window_rest_kw, window_rest_open)
+        return add_shaver(
+            action, pv_kw, mall_kw, bands, bess_soc, in_peak_window, *window, bess, rule_outside=rule_outside
+        )
     if layout == GRID_TARGET:
         return grid_target_fleet_action(action, pv_kw, mall_kw, bands, bess, max_import_kw)
     return action

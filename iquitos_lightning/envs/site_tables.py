@@ -52,6 +52,10 @@ class SiteTables:
     # [T] bool: steps where the billed peak-to-date restarts (a month opens; each midnight with demand_period day)
     demand_period_start: np.ndarray | None = None
     in_peak_window: np.ndarray | None = None  # [T] float: 1.0 inside the peak window (demand charge, rule prior)
+    # [T, W-1] the mall load minus PV of the later hours of step t's peak window (W its length; 0 where there is
+    # none: outside the window, past its end or the year's) and [T, W-1] bool which are such hours (the shaver)
+    window_rest_kw: np.ndarray | None = None
+    window_rest_open: np.ndarray | None = None
 
     @property
     def bess_soc_index(self) -> int:
@@ -148,6 +152,7 @@ def build_site_tables(
             for ahead in DAY_AHEAD_STEPS:
                 shifted = np.concatenate([values[ahead:], np.repeat(values[-1:], ahead)])
                 exogenous.append(shifted / scale)
+    rest_kw, rest_open = window_rest(series)
     return SiteTables(
         session_of=session_of,
         connected=session_of >= 0,
@@ -162,7 +167,25 @@ def build_site_tables(
         peak_scale=max(reward_scales.max_import_kw, 1e-9),
         demand_period_start=demand_period_starts(config, hours, demand_period),
         in_peak_window=peak_window_steps(config, hours).astype(float),
+        window_rest_kw=rest_kw,
+        window_rest_open=rest_open,
     )
+
+
+def window_rest(series: SiteSeries) -> tuple[np.ndarray, np.ndarray]:
+    """The mall load minus PV of the later hours of each step's peak window ([T, W-1], 0 where there is none) and
+    which entries are such hours ([T, W-1] bool): the forecasts the ``shaver_residual`` layout water-fills with
+    (envs/shaver_prior.py), the same values the ``tariff`` observation's day-ahead PV and mall forecasts carry."""
+    grid, hours = series.config.grid, series.hours
+    width = grid.peak_end_hour - grid.peak_start_hour
+    hour = np.arange(hours) % HOURS_PER_DAY
+    in_window = peak_window_steps(series.config, hours)
+    ahead = np.arange(1, width)
+    later = np.arange(hours)[:, None] + ahead[None, :]
+    open_ = in_window[:, None] & (hour[:, None] + ahead[None, :] < grid.peak_end_hour) & (later < hours)
+    net = series.mall_kw - series.pv_kw
+    rest = np.where(open_, net[np.minimum(later, hours - 1)], 0.0)
+    return rest, open_
 
 
 def observation_vector(

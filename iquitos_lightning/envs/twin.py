@@ -173,6 +173,8 @@ class IquitosTwin(EnvBase):
         self._hours_left = tensor(tables.hours_to_departure)
         self._charger_kw = tensor(series.socket_charger_kw)
         self._in_peak_window = tensor(tables.in_peak_window)
+        self._window_rest_kw = tensor(tables.window_rest_kw)
+        self._window_rest_open = tensor(tables.window_rest_open, torch.bool)
         self._demand_period_start = tensor(tables.demand_period_start, torch.bool)
         # Sessions leaving at the start of t + 1 are those plugged at t with one hour to go.
         self._departing = self._connected & tensor(tables.hours_to_departure == 1, torch.bool)
@@ -351,6 +353,8 @@ class IquitosTwin(EnvBase):
             in_peak_window=in_window > 0,
             bess=self.site_config.bess,
             max_import_kw=self.reward_scales.max_import_kw,
+            window_rest_kw=self._window_rest_kw[t],
+            window_rest_open=self._window_rest_open[t],
         )
         socket_fraction = socket_power(self.action_layout, action, bands) / self._charger_kw
         physical = torch.cat([action[:, :1], socket_fraction], -1)

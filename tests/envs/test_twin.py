@@ -22,7 +22,7 @@ from torchrl.envs.utils import step_mdp
 from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
 from iquitos_lightning.bench.equivalence import citylearn_trajectory, compare, twin_trajectories
 from iquitos_lightning.control.references import RuleBasedController, UncontrolledController
-from iquitos_lightning.envs.actions import GRID_TARGET, RULE_RESIDUAL
+from iquitos_lightning.envs.actions import FLAT_RULE_RESIDUAL, GRID_TARGET, RULE_RESIDUAL, SHAVER_RESIDUAL
 from iquitos_lightning.envs.citylearn import IquitosEnv, make_iquitos_env
 from iquitos_lightning.envs.factory import make_env, site_env
 from iquitos_lightning.envs.twin import IquitosTwin
@@ -284,10 +284,17 @@ def test_a_zero_residual_is_the_rule_based_controller(data_root: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("layout", "objective"), [(RULE_RESIDUAL, "thesis"), (RULE_RESIDUAL, "tariff"), (GRID_TARGET, "tariff")]
+    ("layout", "objective"),
+    [
+        (RULE_RESIDUAL, "thesis"),
+        (RULE_RESIDUAL, "tariff"),
+        (GRID_TARGET, "tariff"),
+        (SHAVER_RESIDUAL, "tariff"),
+        (FLAT_RULE_RESIDUAL, "thesis"),
+    ],
 )
 def test_the_twin_equals_citylearn_with_the_derived_layouts(data_root: Path, layout: str, objective: str) -> None:
-    """``rule_residual`` and ``grid_target`` turn the agent's action into a ``fleet`` one from the hour's state."""
+    """The derived layouts turn the agent's action into a ``fleet`` one from the hour's state, in both simulators."""
     env = make_iquitos_env(TINY, data_root=data_root, action_layout=layout, objective=objective)
     sources = {
         "zero": lambda observation, state: np.zeros(2),
