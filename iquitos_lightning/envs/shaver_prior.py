@@ -1,4 +1,4 @@
-"""The ``shaver_residual`` action layout: an agent's two actions added to a peak shaver's, for the ``tariff`` bill.
+"""The ``shaver_residual`` and ``flat_rule_residual`` layouts: an agent's two actions added to a flat-evening prior.
 
 Why: on the ``tariff`` objective most of the room is the demand charge on each month's largest import in the
 evening window, and what cuts it is holding that import *flat*: a battery that covers the first evening hours
@@ -16,7 +16,11 @@ The shaver (what an action of 0 does), from what the ``tariff`` observation show
   hours, the mall load minus PV of those hours (the observation's forecasts) plus this hour's EV power; the
   battery covers ``net load - L`` when positive (within its power), and idles otherwise.
 
-The agent's ``[BESS, fleet]`` is added to the shaver's ``fleet``-layout action and clipped to [-1, 1], as
+``flat_rule_residual`` (for the ``thesis`` reward, whose CO2 term makes grid charging a loss) keeps the
+rule-based controller's action (envs/rule_prior.py) outside the window and inside it replaces only the rule's
+cover-until-empty discharge by the same flat level.
+
+The agent's ``[BESS, fleet]`` is added to the prior's ``fleet``-layout action and clipped to [-1, 1], as
 ``rule_residual`` adds it to the rule's. Array-generic like :mod:`~iquitos_lightning.envs.rule_prior` (numpy for
 the CityLearn env, torch for the twin: sort, cumulative sums and elementwise float64 operations give both the
 same bits; tests/envs/test_twin.py holds them equal).
