@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from iquitos_lightning.control.references import RuleBasedController
+from iquitos_lightning.envs.shaver_prior import flat_import_level
 from iquitos_lightning.envs.state import SiteState
 from iquitos_lightning.site.series import SiteSeries
 
@@ -28,15 +29,9 @@ FORECAST_DAYS = 3
 
 
 def flat_level(net_kw: np.ndarray, energy_kwh: float) -> float:
-    """The level L >= 0 with sum(max(net - L, 0)) = energy (0 if the energy covers all the net load)."""
-    net = np.sort(np.clip(net_kw, 0.0, None))[::-1]
-    if energy_kwh >= net.sum():
-        return 0.0
-    for k in range(1, len(net) + 1):
-        level = (net[:k].sum() - energy_kwh) / k
-        if k == len(net) or level >= net[k]:
-            return max(level, 0.0)
-    return 0.0
+    """The level L >= 0 with sum(max(net - L, 0)) = energy (0 if the energy covers all the net load): the
+    water-filling the ``shaver_residual`` layout uses too (envs/shaver_prior.flat_import_level), for one hour list."""
+    return float(flat_import_level(np.asarray(net_kw, dtype=float), energy_kwh))
 
 
 class TariffRuleController(RuleBasedController):
