@@ -10,7 +10,7 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
   ``fit --ckpt_path last`` finds it from one run version to the next);
 - GPU-only settings adapted to a CPU machine once (:mod:`iquitos_lightning.profile.devices`);
 - the observing callbacks, each a configurable group (``--step_rate.*``, ``--vram.*``, ``--oom.*``,
-  ``--report.*``) and the frames-counting rich progress bar whenever the progress bar is on;
+  ``--report.*``, ``--health.*``) and the frames-counting rich progress bar whenever the progress bar is on;
 - tracking (:mod:`iquitos_lightning.training.tracking`): beside the CSV log, a W&B run in offline mode by
   default (``WANDB_MODE=online`` opts in, ``disabled`` or ``--tracking.wandb false`` opts out) that
   receives the full resolved config;
@@ -61,6 +61,7 @@ from iquitos_lightning.profile.hardware import apply_memory_cap
 from iquitos_lightning.profile.memory_budget import InsufficientMemory
 from iquitos_lightning.training.callbacks import (
     FrameCheckpoint,
+    LearningHealth,
     OutOfMemoryHandler,
     RunReport,
     StepRate,
@@ -137,6 +138,7 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
         parser.add_lightning_class_args(VRAMMonitor, "vram")
         parser.add_lightning_class_args(OutOfMemoryHandler, "oom")
         parser.add_lightning_class_args(RunReport, "report")
+        parser.add_lightning_class_args(LearningHealth, "health")
         parser.add_class_arguments(TrackingConfig, "tracking")
         parser.add_class_arguments(RunOptions, "run")
         parser.set_defaults(

@@ -59,10 +59,12 @@ def test_smoke_run_leaves_offline_wandb_run_csv_log_and_report(tmp_path):
     runs = list((root / "wandb").glob("offline-run-*"))
     assert len(runs) == 1, "one offline W&B run, to be synced later with `wandb sync`"
     records = next(runs[0].glob("run-*.wandb")).read_bytes()
-    for key in (b"train/loss_qvalue", b"speed/frames_per_s", b"memory/rss_gb", b"val/kpi/co2_kg", b"frame_budget"):
+    keys = (b"train/loss_qvalue", b"health/q_mean", b"speed/frames_per_s", b"memory/rss_gb", b"val/kpi/co2_kg")
+    for key in (*keys, b"frame_budget"):
         assert key in records, key
     assert list(runs[0].glob("files/media/table/val/kpi_table*.json")), "the evaluation's KPI table"
-    assert len(list(runs[0].glob("files/media/images/report/fit/*.png"))) == 2, "learning curve and dispatch plots"
+    plots = sorted(path.name.rsplit("_", 2)[0] for path in runs[0].glob("files/media/images/report/fit/*.png"))
+    assert plots == ["dispatch_week", "health", "learning_curve"], plots
 
     header = (root / "version_0" / "metrics.csv").read_text().splitlines()[0]
     for key in ("speed/frames_per_s", "progress/frames_done", "memory/rss_gb", "val/kpi/co2_kg", "train/loss_actor"):

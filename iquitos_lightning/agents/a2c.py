@@ -30,6 +30,6 @@ class A2C(OnPolicyAgent):
         super().__init__(lr=lr, gae_lambda=gae_lambda, **kwargs)
         self.loss_module = A2CLoss(self.actor, self.critic, **self.loss_options)
 
-    def learn(self, rollout: TensorDictBase) -> dict[str, torch.Tensor | float]:
-        """One policy-gradient step with the value baseline over the whole rollout."""
-        return self.run_update(self.with_advantages(rollout))
+    def learn_from(self, data: TensorDictBase) -> dict[str, torch.Tensor]:
+        """One policy-gradient step with the value baseline over the whole rollout (its advantages computed)."""
+        return self.run_update(data)

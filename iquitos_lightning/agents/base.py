@@ -48,6 +48,7 @@ from torchrl.envs import EnvBase, ExplorationType, set_exploration_type
 from iquitos_lightning.agents.collection import collects_in_process, make_collector, shutdown_workers
 from iquitos_lightning.agents.config import RolloutConfig, as_config, plain
 from iquitos_lightning.agents.guards import NonFiniteGuard, backward_and_step
+from iquitos_lightning.agents.health import DriftProbe
 from iquitos_lightning.agents.networks import make_actor
 from iquitos_lightning.agents.replay import bytes_per_transition
 from iquitos_lightning.agents.resume import env_resets_on_resume, refuse_unfit_checkpoint, rng_states, set_rng_states
@@ -79,6 +80,7 @@ class _Runtime:
         self.iterator: Any = None
         self.update: PlannedUpdate | None = None  # the agent's update as it runs here (planned once per fit)
         self.last_update_applied = True  # False when apply_gradients skipped the update in progress
+        self.drift_probe: DriftProbe | None = None  # the period's first observations and actions (health.py)
 
 
 class CollectorStream(IterableDataset):
@@ -281,8 +283,14 @@ class RLAgent(pl.LightningModule):
             fit_loop.max_epochs = -1
 
     def training_step(self, rollout: TensorDictBase, batch_idx: int) -> dict[str, float]:
+        _, period_end = self.current_period()
+        if self._runtime.drift_probe is None:
+            self._runtime.drift_probe = DriftProbe.of(self.exploration_policy, rollout)
         self._count_rollout(rollout)
         metrics = self.learn(rollout)
+        if self.frames_done >= period_end:  # the evaluation period's last rollout: how far did the policy move?
+            metrics["health/policy_drift"] = self._runtime.drift_probe.drift(self.exploration_policy)
+            self._runtime.drift_probe = None
         collector = self._runtime.collector
         if (
             collector is not None
@@ -290,7 +298,7 @@ class RLAgent(pl.LightningModule):
             and collector.policy is not self._runtime.collection_policy
         ):
             collector.update_policy_weights_()
-        logged = {f"train/{key}": float(value) for key, value in metrics.items()}
+        logged = {key if key.startswith("health/") else f"train/{key}": float(value) for key, value in metrics.items()}
         logged["progress/frames_done"] = float(self.frames_done)
         logged["progress/updates_done"] = float(self.updates_done)
         logged["train/nonfinite_skipped"] = float(self.nonfinite.skipped_total)

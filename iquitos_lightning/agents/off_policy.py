@@ -131,7 +131,13 @@ class OffPolicyAgent(RLAgent):
         metrics: dict[str, torch.Tensor | float] = {"buffer_size": len(self.replay_buffer)}
         if losses:
             metrics.update({key: torch.stack([step[key] for step in losses]).mean() for key in losses[0]})
+            last_batch = chunk[(count - 1) * size : count * size]
+            metrics.update({f"health/{name}": value for name, value in self.health(last_batch).items()})
         return metrics
+
+    def health(self, batch: TensorDictBase) -> dict[str, float]:
+        """Health signals (:mod:`.health`) on the rollout's last replay batch, right after its last update."""
+        return {}
 
     def agent_state(self) -> dict[str, Any]:
         return {"replay_buffer": buffer_contents(self.replay_buffer), "update_credit": self.update_credit}

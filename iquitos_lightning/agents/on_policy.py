@@ -19,6 +19,7 @@ from torchrl.objectives.value import GAE
 
 from iquitos_lightning.agents.base import RLAgent
 from iquitos_lightning.agents.config import RolloutConfig
+from iquitos_lightning.agents.health import approximate_kl, critic_fit, gradient_norm, rollout_policy_spread
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor, make_state_value
 from iquitos_lightning.agents.speed import SpeedConfig
 from iquitos_lightning.envs.factory import EnvConfig
@@ -58,6 +59,8 @@ class OnPolicyAgent(RLAgent):
     """
 
     loss_module: torch.nn.Module
+    # Each optimizer step's gradient norm before clipping (on_before_optimizer_step), averaged per rollout.
+    _gradient_norms: list[torch.Tensor]
 
     def __init__(
         self,
@@ -85,6 +88,7 @@ class OnPolicyAgent(RLAgent):
         self.critic = make_state_value(self.train_env, hidden_sizes, activation)
         initialise_lazy(self.train_env, self.actor, self.critic)
         self.advantage_module = GAE(gamma=gamma, lmbda=gae_lambda, value_network=self.critic, average_gae=False)
+        self._gradient_norms = []
 
     @property
     def exploration_policy(self):
@@ -92,6 +96,23 @@ class OnPolicyAgent(RLAgent):
 
     def configure_optimizers(self) -> Adam:
         return self.make_adam(self.loss_module.parameters(), self.lr)
+
+    def learn(self, rollout: TensorDictBase) -> dict[str, torch.Tensor | float]:
+        """Advantages by GAE, the algorithm's updates (:meth:`learn_from`), and the rollout's health signals
+        (:mod:`.health`): the critic's fit and the policy's spread read before the updates, the KL the updates
+        moved the policy by and their gradient norm after."""
+        data = self.with_advantages(rollout)
+        health = critic_fit(data) | rollout_policy_spread(self.actor, data)
+        self._gradient_norms = []
+        metrics: dict[str, torch.Tensor | float] = dict(self.learn_from(data))
+        health["approx_kl"] = approximate_kl(self.actor, data)
+        if self._gradient_norms:
+            health["gradient_norm"] = float(torch.stack(self._gradient_norms).mean())
+        return metrics | {f"health/{name}": value for name, value in health.items()}
+
+    def learn_from(self, data: TensorDictBase) -> dict[str, torch.Tensor]:
+        """The algorithm's updates on one rollout with advantages (PPO: minibatch epochs; A2C: one step)."""
+        raise NotImplementedError
 
     def with_advantages(self, rollout: TensorDictBase) -> TensorDictBase:
         """The rollout on the training device with scaled rewards and GAE's advantages and value targets."""
@@ -111,18 +132,25 @@ class OnPolicyAgent(RLAgent):
         return {key: torch.stack([step[key] for step in losses]).mean() for key in losses[0]}
 
     def loss_terms(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The loss terms TorchRL's loss returns (``loss_*``), summed."""
+        """The loss terms TorchRL's loss returns (``loss_*``), summed, and PPO's clip fraction to log."""
         losses = self.loss_module(batch)
         loss_names = [key for key in losses.keys() if key.startswith("loss_")]
         total = sum(losses[key] for key in loss_names)
-        return total, {key: losses[key].detach() for key in loss_names}
+        terms = {key: losses[key].detach() for key in loss_names}
+        if "clip_fraction" in losses.keys():  # PPO: the share of ratios the surrogate clipped (a health signal)
+            terms["health/clip_fraction"] = losses["clip_fraction"].detach()
+        return total, terms
 
     def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
         """One gradient step on the summed losses (skipped if a loss or gradient is non-finite)."""
         total, metrics = self.compute_losses(batch)
-        self.apply_gradients(total, metrics, (" + ".join(metrics),))
+        self.apply_gradients(total, metrics, (" + ".join(key for key in metrics if key.startswith("loss_")),))
         return metrics
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         if self.max_grad_norm > 0:
-            torch.nn.utils.clip_grad_norm_(self.loss_module.parameters(), self.max_grad_norm)
+            norm = torch.nn.utils.clip_grad_norm_(self.loss_module.parameters(), self.max_grad_norm)
+        else:
+            norm = gradient_norm(self.loss_module.parameters())
+        if not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
+            self._gradient_norms.append(norm.detach())

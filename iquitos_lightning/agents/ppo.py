@@ -70,6 +70,6 @@ class PPO(OnPolicyAgent):
         """Every minibatch has the same rows only when the rollout splits evenly (a CUDA graph replays one shape)."""
         return self.rollout_config.frames_per_batch % self.minibatch_size == 0
 
-    def learn(self, rollout: TensorDictBase) -> dict[str, torch.Tensor | float]:
-        """GAE over the rollout, then ``epochs`` passes of shuffled minibatches."""
-        return self.learn_in_minibatches(self.with_advantages(rollout), self.epochs, self.minibatch_size)
+    def learn_from(self, data: TensorDictBase) -> dict[str, torch.Tensor]:
+        """``epochs`` passes of shuffled minibatches over the rollout (its advantages computed)."""
+        return self.learn_in_minibatches(data, self.epochs, self.minibatch_size)

@@ -21,6 +21,7 @@ from torch.optim import Adam
 from torchrl.objectives import SACLoss
 
 from iquitos_lightning.agents.config import RolloutConfig
+from iquitos_lightning.agents.health import action_bounds, gradient_norm, policy_spread, q_statistics
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor, make_q_value, zero_policy_mean
 from iquitos_lightning.agents.off_policy import NonModule, OffPolicyAgent
 from iquitos_lightning.agents.replay import ReplayBufferConfig
@@ -174,3 +175,22 @@ class SAC(OffPolicyAgent):
         if self.apply_gradients(total, metrics, ("loss_actor", "loss_qvalue", "loss_alpha")):
             self._target_updater.value.step()
         return metrics
+
+    @torch.no_grad()
+    def health(self, batch: TensorDictBase) -> dict[str, float]:
+        """The policy's spread and its mode's share at the bounds, the twin and target Q statistics, the entropy
+        coefficient, and the gradient norms of the last update (still on the parameters: optimizers zero them
+        at the start of the next update, not after a step)."""
+        loss = self.loss_module
+        parameters = self.actor.module[0](batch.select("observation").clone())
+        low, high = action_bounds(self.actor)
+        mode = low + (torch.tanh(parameters["loc"]) + 1) * (high - low) / 2
+        return (
+            policy_spread(parameters["loc"], parameters["scale"], mode, low, high)
+            | q_statistics(loss, batch)
+            | {
+                "alpha": float(loss.log_alpha.exp()),
+                "actor_gradient_norm": float(gradient_norm(loss.actor_network_params.flatten_keys().values())),
+                "critic_gradient_norm": float(gradient_norm(loss.qvalue_network_params.flatten_keys().values())),
+            }
+        )

@@ -9,6 +9,7 @@ like the baselines' rows.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -79,10 +80,69 @@ def plot_learning_curve(
     return save_figure(figure, path)
 
 
-def write_evaluations(path: Path, evaluations: Sequence[Mapping[str, float]]) -> Path:
-    """Every evaluation of the run (frames, return, KPIs) as CSV: the learning curves ``compare`` draws."""
+# The health signals drawn, in this order, each on its own axis: (key, label, log scale).
+HEALTH_PANELS = (
+    ("approx_kl", "approx. KL per rollout", True),
+    ("policy_drift", "policy drift per period", True),
+    ("clip_fraction", "clip fraction", False),
+    ("explained_variance", "explained variance", False),
+    ("advantage_std", "advantage std", True),
+    ("value_target_std", "value-target std", True),
+    ("policy_scale", "policy scale (pre-tanh)", False),
+    ("entropy_per_dim", "entropy per dim [nats]", False),
+    ("actions_at_bounds", "share of actions at bounds", False),
+    ("q_mean", "Q mean", False),
+    ("q_std", "Q spread", False),
+    ("q_twin_gap", "|Q1 - Q2|", False),
+    ("target_q_mean", "target Q mean", False),
+    ("alpha", "alpha", True),
+    ("gradient_norm", "gradient norm", True),
+    ("actor_gradient_norm", "actor gradient norm", True),
+    ("critic_gradient_norm", "critic gradient norm", True),
+)
+
+
+def plot_health(
+    health: Sequence[Mapping[str, float]], evaluations: Sequence[Mapping[str, float]], path: Path, *, title: str = ""
+) -> Path:
+    """The evaluation return, then each health signal the run logged, over env frames, in a grid: whether the
+    policy moves, the critic fits and exploration holds, read beside whether the return rises."""
+    panels = [panel for panel in HEALTH_PANELS if any(panel[0] in row for row in health)]
+    columns = 3
+    rows = 1 + math.ceil(len(panels) / columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(15, 2.8 * rows), squeeze=False)
+    return_axis = axes[0, 0]
+    scored = [evaluation for evaluation in evaluations if "episode_return" in evaluation]
+    if scored:
+        return_axis.plot([e["frames"] for e in scored], [e["episode_return"] for e in scored], "o-", color="#d62728")
+    return_axis.set_title("evaluation return", fontsize=10)
+    for axis in axes[0, 1:]:
+        axis.axis("off")
+    for index, (key, label, log_scale) in enumerate(panels):
+        axis = axes[1 + index // columns, index % columns]
+        points = [(row["frames"], row[key]) for row in health if key in row and math.isfinite(row[key])]
+        if points:
+            frames, values = zip(*points, strict=True)
+            axis.plot(frames, values, lw=1.0, marker="." if len(points) < 60 else None, color=f"C{index % 10}")
+            if log_scale and min(values) > 0 and max(values) > 10 * min(values):  # spans a decade
+                axis.set_yscale("log")
+        axis.set_title(label, fontsize=10)
+    for index in range(len(panels), (rows - 1) * columns):
+        axes[1 + index // columns, index % columns].axis("off")
+    for axis in axes.flat:
+        axis.grid(alpha=0.3)
+        axis.tick_params(labelsize=8)
+    figure.supxlabel("environment frames")
+    figure.suptitle(f"{title} learning health".strip(), fontsize=13)
+    figure.tight_layout()
+    return save_figure(figure, path)
+
+
+def write_rows_csv(path: Path, rows: Sequence[Mapping[str, float]]) -> Path:
+    """Rows of the run as CSV, one per evaluation (frames, return, KPIs: the learning curves ``compare`` draws) or
+    per rollout (frames and health signals)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(list(evaluations)).to_csv(path, index=False)
+    pd.DataFrame(list(rows)).to_csv(path, index=False)
     return path
 
 
@@ -105,6 +165,7 @@ def write_run_report(
     train_returns: Sequence[tuple[int, float]],
     evaluations: Sequence[Mapping[str, float]],
     site_flows: tuple[pd.DataFrame, int] | None,
+    health: Sequence[Mapping[str, float]] = (),
 ) -> list[Path]:
     """Write the report of one ``fit`` or ``test`` into ``folder``; return the files written."""
     folder = Path(folder)
@@ -119,7 +180,10 @@ def write_run_report(
     written.append(write_kpi_row(folder / "kpis.json", row))
     written.append(plot_learning_curve(train_returns, evaluations, folder / "learning_curve.png", title=controller))
     if evaluations:
-        written.append(write_evaluations(folder / "evaluations.csv", evaluations))
+        written.append(write_rows_csv(folder / "evaluations.csv", evaluations))
+    if health:
+        written.append(plot_health(health, evaluations, folder / "health.png", title=controller))
+        written.append(write_rows_csv(folder / "health.csv", health))
     if site_flows is not None:
         flows, year = site_flows
         written.append(

@@ -7,6 +7,9 @@ how does the policy run the site?". At the end of ``fit`` and of ``test`` this c
 - ``kpis.md`` / ``kpis.json``: the agent's KPI row of the last evaluation, in the reference table's format;
 - ``learning_curve.png``: training and evaluation episode return over env frames, and the CO2 KPI
   of each evaluation when the env is the Iquitos site;
+- ``health.png`` / ``health.csv``: the learning's health signals per rollout (``health/*`` of what each
+  ``training_step`` returns: KL, explained variance, policy scale, Q statistics, ...) under the evaluation
+  return, when the module returns any;
 - ``dispatch_week.png``: a typical week of the last evaluation episode (PV, mall load, EV charging,
   BESS power and SOC, grid import), Iquitos site only;
 - ``summary.md``: what ran, for how long, how fast, and the figures above.
@@ -28,6 +31,7 @@ What it reads from the LightningModule: the counters of
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +43,7 @@ from iquitos_lightning.agents.contract import FrameCounting, ReportsKpis, frames
 from iquitos_lightning.report.run_report import write_kpi_row, write_run_report
 
 KPI_ROW_FILE = "kpis.json"  # <logger root>/kpis.json: the agent's KPI row after `test`
+HEALTH_PREFIX = "health/"
 
 
 def logger_root(trainer: pl.Trainer) -> Path:
@@ -61,6 +66,7 @@ class RunReport(pl.Callback):
         self.dispatch_plot = dispatch_plot
         self.train_returns: list[tuple[int, float]] = []  # (frames, return of the last finished episode)
         self.evaluations: list[dict[str, float]] = []  # frames, episode_return and KPIs of each validation
+        self.health: list[dict[str, float]] = []  # frames and the health/* signals of each rollout that has them
         self._episodes_seen = 0
         self._started = time.monotonic()
         self._frames_at_start = 0
@@ -78,6 +84,10 @@ class RunReport(pl.Callback):
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
+        frames = frames_done(pl_module)
+        signals = health_signals(outputs)
+        if signals:
+            self.health.append({"frames": float(trainer.global_step if frames is None else frames), **signals})
         if not isinstance(pl_module, FrameCounting):
             return
         episodes, last_return = pl_module.episodes_done, pl_module.last_episode_return
@@ -126,6 +136,7 @@ class RunReport(pl.Callback):
             metrics=metrics,
             train_returns=self.train_returns,
             evaluations=self.evaluations,
+            health=self.health,
             site_flows=flows,
         )
         images = [path for path in paths if path.suffix == ".png"]
@@ -140,11 +151,13 @@ class RunReport(pl.Callback):
         return {
             "train_returns": [list(point) for point in self.train_returns],
             "evaluations": [dict(evaluation) for evaluation in self.evaluations],
+            "health": [dict(row) for row in self.health],
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.train_returns = [(int(frames), float(value)) for frames, value in state_dict.get("train_returns", [])]
         self.evaluations = [dict(evaluation) for evaluation in state_dict.get("evaluations", [])]
+        self.health = [dict(row) for row in state_dict.get("health", [])]
 
     # ----- helpers -------------------------------------------------------------------------------------
     @staticmethod
@@ -166,6 +179,13 @@ class RunReport(pl.Callback):
         columns = sorted(metrics)
         for logger in _wandb_loggers(trainer):
             logger.log_table(key=f"{stage}/kpi_table", columns=columns, data=[[metrics[name] for name in columns]])
+
+
+def health_signals(outputs: Any) -> dict[str, float]:
+    """The ``health/*`` entries of what a ``training_step`` returned, without the prefix."""
+    if not isinstance(outputs, Mapping):
+        return {}
+    return {key[len(HEALTH_PREFIX) :]: float(value) for key, value in outputs.items() if key.startswith(HEALTH_PREFIX)}
 
 
 def _wandb_loggers(trainer: pl.Trainer) -> list[WandbLogger]:
