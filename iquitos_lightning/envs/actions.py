@@ -96,6 +96,9 @@ class SocketBands:
     low: Array
     high: Array
     laxity_h: Array  # spare hours: hours left - need / charger power (smaller = more urgent)
+    # grid-side kWh each plugged EV still needs to reach its required SOC (0 where empty); None where a caller
+    # builds bands by hand. The compact observation sums it (envs/fleet_features.py), so it is kept here.
+    need_kwh: Array | None = None
 
 
 def socket_bands(
@@ -122,12 +125,12 @@ def socket_bands(
     full_kw = _where(connected, charger_kw + 0.0 * need_kwh, 0.0 * need_kwh)
     laxity_h = hours_left - need_kwh / charger_kw
     if not guarantee:
-        return SocketBands(low=0.0 * need_kwh, high=full_kw, laxity_h=laxity_h)
+        return SocketBands(low=0.0 * need_kwh, high=full_kw, laxity_h=laxity_h, need_kwh=need_kwh)
     high = _minimum(need_kwh, full_kw)
     later_kwh = _clip_low(hours_left - 1.0, 0.0) * charger_kw
     low = _minimum(_clip_low(need_kwh - later_kwh + GUARANTEE_MARGIN_KWH, 0.0), high)
     low = _where(need_kwh > 0, low, 0.0 * need_kwh)
-    return SocketBands(low=low, high=high, laxity_h=laxity_h)
+    return SocketBands(low=low, high=high, laxity_h=laxity_h, need_kwh=need_kwh)
 
 
 def action_fraction(action: Array) -> Array:

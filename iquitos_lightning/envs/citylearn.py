@@ -5,7 +5,8 @@ Why a wrapper of our own: CityLearn's observation dict, its reward and its
 CityLearn do the physics (PV, mall load, BESS, chargers, EV batteries) and reads the raw state
 straight from its building objects; calendar, forecasts and session facts (connected, required
 SOC, hours to departure) come from the site series, which are the data CityLearn was built from.
-Observations are normalised with constants fixed at construction.
+Observations are normalised with constants fixed at construction, in the layout ``observation`` names
+(``full``, ``compact`` or ``auto``: :mod:`~iquitos_lightning.envs.site_tables`).
 
 Actions in [-1, 1] in one of two layouts (``action_layout``, :mod:`~iquitos_lightning.envs.actions`):
 ``per_socket`` ``[BESS, socket_0 .. socket_{S-1}]`` or ``fleet`` ``[BESS, EV fleet]``. The BESS is a
@@ -50,7 +51,7 @@ from iquitos_lightning.envs.actions import (
 from iquitos_lightning.envs.env_action import applied_action
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
 from iquitos_lightning.envs.site_data import built_site
-from iquitos_lightning.envs.site_tables import build_site_tables, observation_vector
+from iquitos_lightning.envs.site_tables import AUTO, COMPACT, build_site_tables, observation_vector, resolve_observation
 from iquitos_lightning.envs.state import SiteState
 from iquitos_lightning.fastpath.citylearn_feedback import skip_action_feedback
 from iquitos_lightning.fastpath.citylearn_step import citylearn_transition
@@ -89,6 +90,7 @@ class IquitosEnv(gym.Env):
         demand_period: str = objectives.MONTH,
         stored_energy_value: float = 0.0,
         shaping_gamma: float = 0.99,
+        observation: str = AUTO,
     ) -> None:
         self.schema_path = Path(schema_path)
         self.series = series
@@ -99,6 +101,7 @@ class IquitosEnv(gym.Env):
         self.ev_guarantee = ev_guarantee
         self.objective = objectives.check_objective(objective)
         self.demand_period = objectives.check_demand_period(demand_period)
+        self.observation = resolve_observation(observation, action_layout)  # "full" or "compact"
         # tariff training aid (objectives.stored_energy_shaping): PEN per kWh in the BESS, and the agent's discount
         self.stored_energy_value = stored_energy_value
         self.shaping_gamma = shaping_gamma
@@ -126,7 +129,9 @@ class IquitosEnv(gym.Env):
     # ----- static tables -------------------------------------------------------------------
     def _precompute(self) -> None:
         """Per-step session facts [T, S] and the constant part of the observations (shared with the twin)."""
-        tables = build_site_tables(self.series, self.reward_scales, self.objective, self.demand_period)
+        tables = build_site_tables(
+            self.series, self.reward_scales, self.objective, self.demand_period, self.observation
+        )
         self.tables = tables
         self.demand_period_start = tables.demand_period_start
         self.in_peak_window = tables.in_peak_window
@@ -323,7 +328,8 @@ class IquitosEnv(gym.Env):
 
     def _observation(self) -> np.ndarray:
         t = min(self.time_step, self.hours - 1)
-        return observation_vector(self.tables, t, self._bess_soc(), self._socket_soc, self._peak_to_date)
+        bands = self.socket_bands() if self.observation == COMPACT else None  # the band the next action maps onto
+        return observation_vector(self.tables, t, self._bess_soc(), self._socket_soc, self._peak_to_date, bands)
 
 
 def make_iquitos_env(

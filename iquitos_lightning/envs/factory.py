@@ -49,7 +49,7 @@ from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.envs.gym_env import FlatGymEnv, SpecsOnly, is_flat_box_env
 from iquitos_lightning.envs.objectives import DEMAND_PERIODS, OBJECTIVES, TARIFF
 from iquitos_lightning.envs.site_data import site_config_of
-from iquitos_lightning.envs.site_tables import observation_names
+from iquitos_lightning.envs.site_tables import AUTO, OBSERVATION_MODES, observation_names, resolve_observation
 from iquitos_lightning.errors import ConfigError
 
 IQUITOS = "iquitos"
@@ -84,6 +84,9 @@ class EnvConfig:
     # "flat_rule_residual" (added to the rule-based controller with its evening discharge held flat)
     actions: str = "per_socket"
     ev_guarantee: bool = True  # Iquitos: every EV gets at least the least-laxity minimum that serves it in time
+    # Iquitos observation layout (envs/site_tables.py): "full" (four columns per socket), "compact" (a few fleet sums
+    # instead, no constant column) or "auto": compact for every layout but per_socket, whose actions are per socket
+    observation: str = AUTO
     objective: str = "thesis"  # Iquitos reward: "thesis" (the seed weights) or "tariff" (the bill, envs/objectives.py)
     # tariff only: the period whose peak-window maximum the reward's demand charge bills: "month" (the bill) or
     # "day" (a dense training surrogate, the rate spread over the days; KPIs and the table still bill the month)
@@ -104,6 +107,8 @@ class EnvConfig:
 
         if self.actions not in LAYOUTS:
             raise ValueError(f"actions must be one of {LAYOUTS}, got {self.actions!r}")
+        if self.observation not in OBSERVATION_MODES:
+            raise ValueError(f"observation must be one of {OBSERVATION_MODES}, got {self.observation!r}")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
         if self.stored_energy_value and self.objective != TARIFF:
@@ -212,16 +217,18 @@ def env_specs(config: EnvConfig) -> EnvBase:
     if config.name != IQUITOS:
         return make_env(config)
     sockets = site_config_of(config.site).ev.socket_count
-    observation = gym.spaces.Box(-np.inf, np.inf, (len(observation_names(sockets, config.objective)),), np.float32)
+    names = observation_names(sockets, config.objective, resolve_observation(config.observation, config.actions))
+    observation = gym.spaces.Box(-np.inf, np.inf, (len(names),), np.float32)
     action = gym.spaces.Box(-1.0, 1.0, (action_count(config.actions, sockets),), np.float32)
     return SpecsOnly(observation, action)
 
 
 def site_env_options(config: EnvConfig) -> dict[str, Any]:
-    """The control-problem options both Iquitos simulators take (action layout, EV guarantee, objective)."""
+    """The control-problem options both Iquitos simulators take (action layout, EV guarantee, objective...)."""
     return {
         "action_layout": config.actions,
         "ev_guarantee": config.ev_guarantee,
+        "observation": config.observation,
         "objective": config.objective,
         "demand_period": config.demand_period,
         "stored_energy_value": config.stored_energy_value,

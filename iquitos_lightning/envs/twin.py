@@ -9,9 +9,10 @@ equal step by step.
 What is the same as :class:`~iquitos_lightning.envs.citylearn.IquitosEnv`, by construction:
 - input: the built site's ``schema.json`` (BESS, charger and EV battery parameters and curves,
   read by :mod:`~iquitos_lightning.envs.twin_physics`) and its series/sessions;
-- observation: :func:`~iquitos_lightning.envs.site_tables.observation_vector`'s layout, built from
-  the same :class:`~iquitos_lightning.envs.site_tables.SiteTables` (one float32 table per step
-  with the two dynamic parts, BESS SOC and socket SOC, written in each step);
+- observation: :mod:`~iquitos_lightning.envs.site_tables`' layout (``full`` or ``compact``), built from
+  the same :class:`~iquitos_lightning.envs.site_tables.SiteTables` (one float32 table per step with the
+  state-dependent columns, :func:`~iquitos_lightning.envs.site_tables.state_columns`, and in ``full`` the
+  socket SOCs written in each step);
 - action: either layout of :mod:`~iquitos_lightning.envs.actions` (``per_socket`` or ``fleet``), mapped
   onto the sockets' bands (EV guarantee) by the same functions, applied to tensors;
 - reward: the objective's functions (:mod:`~iquitos_lightning.envs.reward`,
@@ -54,7 +55,15 @@ from iquitos_lightning.envs.env_action import applied_action
 from iquitos_lightning.envs.finite import FiniteTensorValues
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
 from iquitos_lightning.envs.site_data import built_site
-from iquitos_lightning.envs.site_tables import SOCKET_FEATURES, build_site_tables, observation_names, observation_vector
+from iquitos_lightning.envs.site_tables import (
+    AUTO,
+    COMPACT,
+    SOCKET_FEATURES,
+    build_site_tables,
+    observation_table,
+    resolve_observation,
+    state_columns,
+)
 from iquitos_lightning.envs.twin_physics import SiteModels
 from iquitos_lightning.metrics.flows import DEPARTURE_COLUMNS, FLOW_COLUMNS
 from iquitos_lightning.site.config import SiteConfig
@@ -85,7 +94,7 @@ class IquitosTwin(EnvBase):
         compile_physics: ``torch.compile`` the step's physics (:meth:`_simulate`) into fused kernels. It
             takes about a minute on first use (per batch size) and then runs 3-5x faster at small
             B; measured bit-equal to the eager step on the tiny site.
-        action_layout, ev_guarantee, objective, tariff_weights: as the CityLearn env's.
+        action_layout, ev_guarantee, objective, tariff_weights, observation: as the CityLearn env's.
         start: where episodes start (:data:`START_SCHEDULES`; "zero" is CityLearn's episode).
         episode_hours: episodes end (truncated) after this many steps, or at the year's end (None: the year).
         seed: the "random" schedule's generator seed.
@@ -114,6 +123,7 @@ class IquitosTwin(EnvBase):
         start: str = ZERO,
         episode_hours: int | None = None,
         seed: int = 0,
+        observation: str = AUTO,
     ) -> None:
         if start not in START_SCHEDULES:
             raise ValueError(f"start must be one of {START_SCHEDULES}, got {start!r}")
@@ -132,6 +142,7 @@ class IquitosTwin(EnvBase):
         self.ev_guarantee = ev_guarantee
         self.objective = objectives.check_objective(objective)
         self.demand_period = objectives.check_demand_period(demand_period)
+        self.observation = resolve_observation(observation, action_layout)  # "full" or "compact"
         # tariff training aid (objectives.stored_energy_shaping): PEN per kWh in the BESS, and the agent's discount
         self.stored_energy_value = stored_energy_value
         self.shaping_gamma = shaping_gamma
@@ -144,7 +155,9 @@ class IquitosTwin(EnvBase):
         self.record = record
         self.resets_done = 0  # episode counter, read by the agents' checkpoints like EpisodeSeeding's
         self.models = SiteModels.from_schema(schema_path, self.sockets, self.device)
-        self.tables = build_site_tables(series, self.reward_scales, self.objective, self.demand_period)
+        self.tables = build_site_tables(
+            series, self.reward_scales, self.objective, self.demand_period, self.observation
+        )
         self._load_tables()
         self._make_specs()
         self._allocate_state()
@@ -160,14 +173,10 @@ class IquitosTwin(EnvBase):
         def tensor(values: Any, dtype: torch.dtype = F64) -> torch.Tensor:
             return torch.tensor(np.asarray(values), dtype=dtype, device=device)
 
-        zeros = np.zeros((hours, sockets))
-        # Observation of every step with the two dynamic parts (BESS SOC, socket SOC) still 0.
-        self._observation_table = tensor(
-            observation_vector(tables, np.arange(hours), zeros[:, 0], zeros), torch.float32
-        )
+        # Observation of every step with the state columns (and the socket SOCs) still 0.
+        self._observation_table = tensor(observation_table(tables), torch.float32)
         self._bess_index = tables.bess_soc_index
-        self._peak_index = tables.peak_index
-        self._socket_offset = tables.socket_offset
+        self._state_end = tables.bess_soc_index + tables.state_width
         self._connected = tensor(tables.connected, torch.bool)
         self._required_soc = tensor(tables.required_soc)
         self._hours_left = tensor(tables.hours_to_departure)
@@ -453,13 +462,27 @@ class IquitosTwin(EnvBase):
     def _observe(
         self, step: torch.Tensor, bess_soc: torch.Tensor, socket_soc: torch.Tensor, peak: torch.Tensor
     ) -> torch.Tensor:
-        """The float32 observations: the step's table row with the BESS and socket SOCs (and the peak) written in."""
+        """The float32 observations: the step's table row with the state columns (BESS SOC, the peak, the fleet
+        sums of ``compact``; the socket SOCs of ``full``) written in, by the CityLearn env's functions."""
         observation = self._observation_table[step]
-        observation[:, self._bess_index] = bess_soc
-        if self._peak_index is not None:
-            observation[:, self._peak_index] = (peak / self.tables.peak_scale).to(torch.float32)
-        sockets = observation[:, self._socket_offset :].view(self.num_envs, self.sockets, len(SOCKET_FEATURES))
-        sockets[:, :, SOCKET_FEATURES.index("soc")] = socket_soc
+        bands = connected = hours_left = None
+        if self.observation == COMPACT:  # the band the next action maps onto, as _simulate computes it
+            connected, hours_left = self._connected[step], self._hours_left[step]
+            bands = socket_bands(
+                connected,
+                socket_soc,
+                self._required_soc[step],
+                hours_left,
+                self._battery_kwh,
+                self._charger_kw,
+                charger_efficiency=self.charger_efficiency,
+                guarantee=self.ev_guarantee,
+            )
+        state = state_columns(self.tables, bess_soc, peak, bands, connected, hours_left)
+        observation[:, self._bess_index : self._state_end] = state.to(torch.float32)
+        if self.observation != COMPACT:
+            sockets = observation[:, self._state_end :].view(self.num_envs, self.sockets, len(SOCKET_FEATURES))
+            sockets[:, :, SOCKET_FEATURES.index("soc")] = socket_soc
         return observation
 
     def _require_record(self) -> None:
@@ -501,5 +524,5 @@ def make_torchrl_twin(
     twin = make_twin(site, **twin_options)
     env = TransformedEnv(twin, StepCounter())
     env.append_transform(RewardSum())
-    env.append_transform(FiniteTensorValues("iquitos twin", observation_names(twin.sockets, twin.objective)))
+    env.append_transform(FiniteTensorValues("iquitos twin", twin.tables.observation_names))
     return env

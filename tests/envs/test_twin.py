@@ -82,19 +82,35 @@ def test_twin_replays_random_uncontrolled_and_rule_based_years_as_citylearn(city
     assert references["random"].kpis["bess_equivalent_full_cycles"] > 0
 
 
-@pytest.mark.parametrize(("layout", "objective"), [("fleet", "thesis"), ("per_socket", "tariff"), ("fleet", "tariff")])
+@pytest.mark.parametrize(
+    ("layout", "objective", "observation"),
+    [
+        ("fleet", "thesis", "full"),
+        ("per_socket", "tariff", "auto"),  # full: per-socket actions keep the per-socket block
+        ("fleet", "tariff", "full"),
+        ("fleet", "thesis", "auto"),  # compact: the fleet sums from the bands, computed by each simulator
+        ("fleet", "tariff", "compact"),
+        ("per_socket", "thesis", "compact"),  # compact with per-socket actions (allowed when asked for)
+    ],
+)
 def test_twin_equals_citylearn_for_both_layouts_and_both_objectives(
-    data_root: Path, layout: str, objective: str
+    data_root: Path, layout: str, objective: str, observation: str
 ) -> None:
-    """The ``per_socket``/``thesis`` pair is the test above; here the other three of layouts x objectives."""
-    env = make_iquitos_env(TINY, data_root=data_root, action_layout=layout, objective=objective)
+    """The ``per_socket``/``thesis``/full triple is the test above; here the other layouts x objectives x
+    observation layouts, bit-equal in the observation."""
+    options = {"action_layout": layout, "objective": objective, "observation": observation}
+    env = make_iquitos_env(TINY, data_root=data_root, **options)
     sources = {"random": random_source(3), "random_extremes": lambda o, s: np.sign(random_source(4)(o, s))}
     references = {}
     for name, source in sources.items():
         references[name] = citylearn_trajectory(
             env, lambda o, s, source=source: source(o, s)[: env.action_space.shape[0]]
         )
-    twin = IquitosTwin(env.schema_path, env.series, num_envs=2, record=True, action_layout=layout, objective=objective)
+    twin = IquitosTwin(env.schema_path, env.series, num_envs=2, record=True, **options)
+    assert twin.tables.observation_names == env.observation_names
+    assert len(env.observation_names) == (20 if objective == "thesis" else 64) + (
+        4 * env.sockets if env.observation == "full" else 6
+    )
     replays = twin_trajectories(twin, np.stack([run.actions for run in references.values()]))
     for (name, reference), replay in zip(references.items(), replays, strict=True):
         assert_equivalent(compare(reference, replay), f"{layout}/{objective}/{name}")

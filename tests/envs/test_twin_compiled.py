@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 from tensordict import TensorDict
 from torchrl.envs.utils import step_mdp
@@ -18,10 +19,15 @@ from iquitos_lightning.envs.twin import IquitosTwin
 TINY = Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml"
 
 
-def test_the_compiled_twin_gives_the_eager_twins_observations_and_rewards_bit_for_bit(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("layout", "objective"), [("per_socket", "thesis"), ("fleet", "tariff")])
+def test_the_compiled_twin_gives_the_eager_twins_observations_and_rewards_bit_for_bit(
+    tmp_path: Path, layout: str, objective: str
+) -> None:
+    """Both observation layouts: ``full`` (per_socket) and ``compact`` (fleet, its band sums inside the step)."""
     citylearn = make_iquitos_env(TINY, data_root=tmp_path)
+    options = {"action_layout": layout, "objective": objective}
     twins = [
-        IquitosTwin(citylearn.schema_path, citylearn.series, num_envs=3, compile_physics=compiled)
+        IquitosTwin(citylearn.schema_path, citylearn.series, num_envs=3, compile_physics=compiled, **options)
         for compiled in (False, True)
     ]
     assert "_simulate" in vars(twins[1]) and "_simulate" not in vars(twins[0])  # the compiled one is compiled
