@@ -79,9 +79,9 @@ class EnvConfig:
     compile_twin: bool = False  # torch.compile the twin's step: ~1 min to compile, then 3-5x faster at small B
     num_workers: int = 1  # collection worker processes (agents/collection.py); frames_per_batch must divide by it
     # Iquitos action layout (envs/actions.py): "per_socket" (1 + sockets), "fleet" (BESS, EV fleet), "rule_residual"
-    # (fleet added to the rule-based controller's), "grid_target" (import set-point the BESS tracks, EV fleet),
-    # "shaver_residual" (fleet added to a peak shaver's: charge outside the evening window, hold it flat inside) or
-    # "flat_rule_residual" (added to the rule-based controller with its evening discharge held flat)
+    # (fleet mapped around the rule-based controller's), "grid_target" (import set-point the BESS tracks, EV fleet),
+    # "shaver_residual" (fleet around a peak shaver's: charge outside the evening window, hold it flat inside) or
+    # "flat_rule_residual" (around the rule-based controller with its evening discharge held flat)
     actions: str = "per_socket"
     ev_guarantee: bool = True  # Iquitos: every EV gets at least the least-laxity minimum that serves it in time
     objective: str = "thesis"  # Iquitos reward: "thesis" (the seed weights) or "tariff" (the bill, envs/objectives.py)
