@@ -52,6 +52,7 @@ from iquitos_lightning.envs import objectives
 from iquitos_lightning.envs.actions import PER_SOCKET, action_count, socket_bands, socket_power
 from iquitos_lightning.envs.env_action import applied_action
 from iquitos_lightning.envs.finite import FiniteTensorValues
+from iquitos_lightning.envs.grid_target import import_centre_kw
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
 from iquitos_lightning.envs.site_data import built_site
 from iquitos_lightning.envs.site_tables import SOCKET_FEATURES, build_site_tables, observation_names, observation_vector
@@ -128,6 +129,7 @@ class IquitosTwin(EnvBase):
         self.reward_weights = reward_weights or RewardWeights()
         self.reward_scales = RewardScales.for_series(series)
         self.action_layout = action_layout
+        self.import_centre_kw = import_centre_kw(series, self.reward_scales.max_import_kw)  # grid_target's action 0
         self.action_size = action_count(action_layout, series.config.ev.socket_count)
         self.ev_guarantee = ev_guarantee
         self.objective = objectives.check_objective(objective)
@@ -353,6 +355,7 @@ class IquitosTwin(EnvBase):
             in_peak_window=in_window > 0,
             bess=self.site_config.bess,
             max_import_kw=self.reward_scales.max_import_kw,
+            import_centre_kw=self.import_centre_kw,
             window_rest_kw=self._window_rest_kw[t],
             window_rest_open=self._window_rest_open[t],
         )
