@@ -50,6 +50,7 @@ from iquitos_lightning.envs.gym_env import FlatGymEnv, SpecsOnly, is_flat_box_en
 from iquitos_lightning.envs.objectives import DEMAND_PERIODS, OBJECTIVES, TARIFF
 from iquitos_lightning.envs.site_data import site_config_of
 from iquitos_lightning.envs.site_tables import observation_names
+from iquitos_lightning.envs.start_peak import check_start_peak
 from iquitos_lightning.errors import ConfigError
 
 IQUITOS = "iquitos"
@@ -96,6 +97,9 @@ class EnvConfig:
     # "staggered": env b of B at hour b x 8760 / B, "random") and how long they run (None: to the year's end).
     start: str = "zero"
     episode_hours: int | None = None
+    # Twin training with the tariff objective and start != "zero": where an episode's month-to-date peak starts,
+    # "reference" (the peak shaver's at that hour of the year, envs/start_peak.py) or "zero" (a fresh month)
+    start_peak: str = "reference"
     # Iquitos evaluation env (validate, test): "citylearn" (default) or "twin", bit-equal and ~10x faster for a year
     # of the default site (envs/twin_gym.py): what makes evaluation at intervals during training affordable.
     eval_backend: str = CITYLEARN
@@ -108,6 +112,7 @@ class EnvConfig:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
         if self.stored_energy_value and self.objective != TARIFF:
             raise ValueError("stored_energy_value (reward shaping) is for the tariff objective")
+        check_start_peak(self.start_peak)
         if self.demand_period not in DEMAND_PERIODS:
             raise ValueError(f"demand_period must be one of {DEMAND_PERIODS}, got {self.demand_period!r}")
         if (self.start != "zero" or self.episode_hours is not None) and self.backend != TWIN:
@@ -196,6 +201,7 @@ def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
             compile_physics=config.compile_twin,
             start=config.start,
             episode_hours=config.episode_hours,
+            start_peak=config.start_peak,
             seed=config.seed,
             **site_env_options(config),
         )
