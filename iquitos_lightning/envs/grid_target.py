@@ -42,8 +42,8 @@ def import_centre_kw(series: SiteSeries, max_import_kw: float) -> float:
     [0, max_import_kw] (one number per site, computed from its series, the same float in both simulators).
 
     Why: with the set-point of 0 at half the largest import (2,832 kW on the default site, against a mean
-    evening net load of 1,901 kW) the battery charged in every evening hour, so an untrained policy never
-    discharged and the deterministic policy's bill could not move until its evening mean fell below -0.34.
+    evening net load of 1,901 kW) the battery charged in the evening whatever the net load: an untrained policy
+    never discharged, and a constant action's bill was the same anywhere in [0, 1] (docs/control.md).
     The EVs are left out: their power is the agent's second action (at their guaranteed minimum they add
     88 kW to the default site's average evening hour), so action 0 discharges about that much on average.
     """
