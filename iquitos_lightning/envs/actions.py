@@ -24,8 +24,8 @@ Layouts (``env.actions``):
 - ``fleet`` (2 actions): ``[BESS, fleet]``; the fleet action takes the same affine fraction of the
   fleet's flexible power ``sum(high - low)``, shared out above each socket's minimum least-laxity
   first (the EV that has the fewest spare hours is topped up first);
-- ``rule_residual`` (2 actions): ``fleet`` actions added to the rule-based controller's own
-  (:mod:`~iquitos_lightning.envs.rule_prior`): 0 is the rule;
+- ``rule_residual`` (2 actions): ``fleet`` actions mapped around the rule-based controller's own
+  (:mod:`~iquitos_lightning.envs.rule_prior`, :func:`around_prior`): 0 is the rule;
 - ``grid_target`` (2 actions): the BESS action is the grid-import set-point the battery tracks, the
   second the ``fleet`` action (:mod:`~iquitos_lightning.envs.grid_target`).
 The BESS action is a fraction of its nominal power (+1 full charge, -1 full discharge, grid side)
@@ -43,9 +43,9 @@ from iquitos_lightning.site.series import SiteSeries
 
 PER_SOCKET = "per_socket"
 FLEET = "fleet"
-RULE_RESIDUAL = "rule_residual"  # fleet actions added to the rule-based controller's (envs/rule_prior.py)
+RULE_RESIDUAL = "rule_residual"  # fleet actions around the rule-based controller's (envs/rule_prior.py)
 GRID_TARGET = "grid_target"  # BESS action = the import set-point the battery tracks (envs/grid_target.py)
-# fleet actions added to a peak shaver's (envs/shaver_prior.py): charge outside the evening window, hold it flat
+# fleet actions around a peak shaver's (envs/shaver_prior.py): charge outside the evening window, hold it flat
 SHAVER_RESIDUAL = "shaver_residual"
 # the same with the rule-based controller as the prior, its evening discharge held flat (for the thesis reward)
 FLAT_RULE_RESIDUAL = "flat_rule_residual"
@@ -136,6 +136,35 @@ def socket_bands(
 def action_fraction(action: Array) -> Array:
     """[-1, 1] -> [0, 1], affinely: (a + 1) / 2."""
     return (action + 1.0) * 0.5
+
+
+def piecewise_affine(action: Array, low: Array, centre: Array, high: Array) -> Array:
+    """[-1, 0] -> [low, centre] and [0, 1] -> [centre, high], affinely on each half (``low <= centre <= high``).
+
+    Why: a map whose 0 must be a given value (a prior's action, a set-point where the battery idles) that is not
+    the middle of the range. Adding the action and clipping leaves a dead half where the centre is near an end;
+    this map reaches the whole range from [-1, 1], is monotone (each half is ``centre + a x width`` with a
+    width >= 0), gives ``centre`` exactly at 0 and ``low``/``high`` exactly at -1/+1 (the affine form can miss
+    an end by one ulp, so the ends are taken as they are). Elementwise float64 operations only, so numpy and
+    torch give the same bits.
+    """
+    below = centre + action * (centre - low)
+    above = centre + action * (high - centre)
+    mapped = _where(action < 0, below, above)
+    return _where(action <= -1.0, low + 0.0 * mapped, _where(action >= 1.0, high + 0.0 * mapped, mapped))
+
+
+def around_prior(residual: Array, prior: Array) -> Array:
+    """A residual layout's action in [-1, 1] around the prior's action (in [-1, 1]): -1 and +1 are the action's
+    bounds, 0 is the prior exactly (:func:`piecewise_affine`).
+
+    Why not ``clip(prior + residual)``: where the prior sits near a bound (the shaver charges at +1 outside the
+    evening, its EVs sit at -1) most of the sum lands beyond the bound and is clipped, so half of the residual's
+    range changes nothing and the other half cannot reach the far bound. Here the half that points away from the
+    prior's bound spans all the way to the other one; the half that points into it is flat only where the prior
+    is exactly at that bound (there is nothing beyond it).
+    """
+    return piecewise_affine(residual, -1.0, prior, 1.0)
 
 
 def per_socket_power(socket_actions: Array, bands: SocketBands) -> Array:

@@ -49,6 +49,7 @@ from iquitos_lightning.envs.actions import (
     socket_power,
 )
 from iquitos_lightning.envs.env_action import applied_action
+from iquitos_lightning.envs.grid_target import import_centre_kw
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
 from iquitos_lightning.envs.site_data import built_site
 from iquitos_lightning.envs.site_tables import AUTO, COMPACT, build_site_tables, observation_vector, resolve_observation
@@ -98,6 +99,7 @@ class IquitosEnv(gym.Env):
         self.reward_weights = reward_weights or RewardWeights()
         self.reward_scales = RewardScales.for_series(series)
         self.action_layout = action_layout
+        self.import_centre_kw = import_centre_kw(series, self.reward_scales.max_import_kw)  # grid_target's action 0
         self.ev_guarantee = ev_guarantee
         self.objective = objectives.check_objective(objective)
         self.demand_period = objectives.check_demand_period(demand_period)
@@ -181,6 +183,7 @@ class IquitosEnv(gym.Env):
             in_peak_window=bool(self.in_peak_window[t] > 0),
             bess=self.site_config.bess,
             max_import_kw=self.reward_scales.max_import_kw,
+            import_centre_kw=self.import_centre_kw,
             window_rest_kw=self.tables.window_rest_kw[t],
             window_rest_open=self.tables.window_rest_open[t],
         )

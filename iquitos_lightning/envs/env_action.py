@@ -32,10 +32,13 @@ def applied_action(
     in_peak_window: Array,
     bess: BatteryConfig,
     max_import_kw: float,
+    import_centre_kw: float,
     window_rest_kw: Array | None = None,
     window_rest_open: Array | None = None,
 ) -> Array:
     """The action [..., A] in the ``per_socket``/``fleet`` sense for an agent's action [..., A] (clipped to [-1, 1]).
+
+    ``max_import_kw``/``import_centre_kw``: the ``grid_target`` set-points of actions +1 and 0 (envs/grid_target.py).
 
     ``window_rest_kw``/``window_rest_open``: the hour's rows of the site tables' forecasts of the rest of the peak
     window (``shaver_residual`` and ``flat_rule_residual`` only).
@@ -49,5 +52,5 @@ def applied_action(
             action, pv_kw, mall_kw, bands, bess_soc, in_peak_window, *window, bess, rule_outside=rule_outside
         )
     if layout == GRID_TARGET:
-        return grid_target_fleet_action(action, pv_kw, mall_kw, bands, bess, max_import_kw)
+        return grid_target_fleet_action(action, pv_kw, mall_kw, bands, bess, max_import_kw, import_centre_kw)
     return action

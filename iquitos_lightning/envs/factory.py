@@ -50,6 +50,7 @@ from iquitos_lightning.envs.gym_env import FlatGymEnv, SpecsOnly, is_flat_box_en
 from iquitos_lightning.envs.objectives import DEMAND_PERIODS, OBJECTIVES, TARIFF
 from iquitos_lightning.envs.site_data import site_config_of
 from iquitos_lightning.envs.site_tables import AUTO, OBSERVATION_MODES, observation_names, resolve_observation
+from iquitos_lightning.envs.start_peak import check_start_peak
 from iquitos_lightning.errors import ConfigError
 
 IQUITOS = "iquitos"
@@ -79,9 +80,9 @@ class EnvConfig:
     compile_twin: bool = False  # torch.compile the twin's step: ~1 min to compile, then 3-5x faster at small B
     num_workers: int = 1  # collection worker processes (agents/collection.py); frames_per_batch must divide by it
     # Iquitos action layout (envs/actions.py): "per_socket" (1 + sockets), "fleet" (BESS, EV fleet), "rule_residual"
-    # (fleet added to the rule-based controller's), "grid_target" (import set-point the BESS tracks, EV fleet),
-    # "shaver_residual" (fleet added to a peak shaver's: charge outside the evening window, hold it flat inside) or
-    # "flat_rule_residual" (added to the rule-based controller with its evening discharge held flat)
+    # (fleet mapped around the rule-based controller's), "grid_target" (import set-point the BESS tracks, EV fleet),
+    # "shaver_residual" (fleet around a peak shaver's: charge outside the evening window, hold it flat inside) or
+    # "flat_rule_residual" (around the rule-based controller with its evening discharge held flat)
     actions: str = "per_socket"
     ev_guarantee: bool = True  # Iquitos: every EV gets at least the least-laxity minimum that serves it in time
     # Iquitos observation layout (envs/site_tables.py): "full" (four columns per socket), "compact" (a few fleet sums
@@ -99,6 +100,9 @@ class EnvConfig:
     # "staggered": env b of B at hour b x 8760 / B, "random") and how long they run (None: to the year's end).
     start: str = "zero"
     episode_hours: int | None = None
+    # Twin training with the tariff objective and start != "zero": where an episode's month-to-date peak starts,
+    # "reference" (the peak shaver's at that hour of the year, envs/start_peak.py) or "zero" (a fresh month)
+    start_peak: str = "reference"
     # Iquitos evaluation env (validate, test): "citylearn" (default) or "twin", bit-equal and ~10x faster for a year
     # of the default site (envs/twin_gym.py): what makes evaluation at intervals during training affordable.
     eval_backend: str = CITYLEARN
@@ -113,6 +117,7 @@ class EnvConfig:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
         if self.stored_energy_value and self.objective != TARIFF:
             raise ValueError("stored_energy_value (reward shaping) is for the tariff objective")
+        check_start_peak(self.start_peak)
         if self.demand_period not in DEMAND_PERIODS:
             raise ValueError(f"demand_period must be one of {DEMAND_PERIODS}, got {self.demand_period!r}")
         if (self.start != "zero" or self.episode_hours is not None) and self.backend != TWIN:
@@ -201,6 +206,7 @@ def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
             compile_physics=config.compile_twin,
             start=config.start,
             episode_hours=config.episode_hours,
+            start_peak=config.start_peak,
             seed=config.seed,
             **site_env_options(config),
         )

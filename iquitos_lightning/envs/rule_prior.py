@@ -4,8 +4,9 @@ Why: on the ``thesis`` reward the rule-based controller is within 0.3 % of the p
 optimum, so an agent that must rediscover it from scratch loses to it by noise alone; residual
 policy learning (Silver et al. 2018, Johannink et al. 2019) starts the agent *at* the rule and
 lets it learn only the correction. With ``rule_residual`` the env computes, every hour, the
-``fleet``-layout action the rule-based controller (``control/references.py``) would send, and adds
-the agent's ``[BESS, fleet]`` to it (clipped to [-1, 1]): an action of 0 *is* the rule (tests:
+``fleet``-layout action the rule-based controller (``control/references.py``) would send, and maps
+the agent's ``[BESS, fleet]`` around it (:func:`~iquitos_lightning.envs.actions.around_prior`: -1 and +1
+the bounds, 0 the rule's action): an action of 0 *is* the rule (tests:
 ``tests/envs/test_rule_residual.py`` replays the reference and this layout side by side), an
 untrained agent whose mean action is near 0 starts near the rule, and every KPI stays the env's own.
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from iquitos_lightning.envs.actions import Array, SocketBands, _is_torch, _minimum, _where
+from iquitos_lightning.envs.actions import Array, SocketBands, _is_torch, _minimum, _where, around_prior
 from iquitos_lightning.site.config import BatteryConfig
 
 
@@ -68,7 +69,7 @@ def add_rule(
     residual: Array, pv_kw: Array, mall_kw: Array, bands: SocketBands, bess_soc: Array, in_peak_window: Array,
     bess: BatteryConfig,
 ) -> Array:  # fmt: skip
-    """The ``fleet``-layout action [..., 2] the env applies: the rule's plus the agent's residual, in [-1, 1]."""
+    """The ``fleet``-layout action [..., 2] the env applies: the agent's residual around the rule's, in [-1, 1]."""
     rule_bess, rule_fleet = rule_fleet_action(pv_kw, mall_kw, bands, bess_soc, in_peak_window, bess)
     if _is_torch(residual):
         import torch  # lazy: numpy callers never load torch here
@@ -76,4 +77,4 @@ def add_rule(
         rule = torch.stack([rule_bess, rule_fleet], -1).to(residual.dtype)
     else:
         rule = np.stack([np.asarray(rule_bess, dtype=float), np.asarray(rule_fleet, dtype=float)], -1)
-    return _clip(residual + rule, -1.0, 1.0)
+    return around_prior(residual, rule)

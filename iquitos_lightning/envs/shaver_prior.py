@@ -1,4 +1,4 @@
-"""The ``shaver_residual`` and ``flat_rule_residual`` layouts: an agent's two actions added to a flat-evening prior.
+"""The ``shaver_residual`` and ``flat_rule_residual`` layouts: an agent's two actions around a flat-evening prior.
 
 Why: on the ``tariff`` objective most of the room is the demand charge on each month's largest import in the
 evening window, and what cuts it is holding that import *flat*: a battery that covers the first evening hours
@@ -20,8 +20,9 @@ The shaver (what an action of 0 does), from what the ``tariff`` observation show
 rule-based controller's action (envs/rule_prior.py) outside the window and inside it replaces only the rule's
 cover-until-empty discharge by the same flat level.
 
-The agent's ``[BESS, fleet]`` is added to the prior's ``fleet``-layout action and clipped to [-1, 1], as
-``rule_residual`` adds it to the rule's. Array-generic like :mod:`~iquitos_lightning.envs.rule_prior` (numpy for
+The agent's ``[BESS, fleet]`` is mapped around the prior's ``fleet``-layout action
+(:func:`~iquitos_lightning.envs.actions.around_prior`: -1 and +1 the bounds, 0 the prior's action), as
+``rule_residual`` maps it around the rule's. Array-generic like :mod:`~iquitos_lightning.envs.rule_prior` (numpy for
 the CityLearn env, torch for the twin: sort, cumulative sums and elementwise float64 operations give both the
 same bits; tests/envs/test_twin.py holds them equal).
 """
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from iquitos_lightning.envs.actions import Array, SocketBands, _is_torch, _where, fleet_power
+from iquitos_lightning.envs.actions import Array, SocketBands, _is_torch, _where, around_prior, fleet_power
 from iquitos_lightning.envs.rule_prior import _clip, _sequential_sum, rule_fleet_action
 from iquitos_lightning.site.config import BatteryConfig
 
@@ -121,7 +122,7 @@ def add_shaver(
     *,
     rule_outside: bool = False,
 ) -> Array:
-    """The ``fleet``-layout action [..., 2] the env applies: the prior's plus the agent's residual, in [-1, 1].
+    """The ``fleet``-layout action [..., 2] the env applies: the agent's residual around the prior's, in [-1, 1].
 
     The prior is the shaver (``shaver_residual``) or, with ``rule_outside`` (``flat_rule_residual``), the
     rule-based controller (envs/rule_prior.py) with its peak-window discharge replaced by the flat level.
@@ -130,11 +131,11 @@ def add_shaver(
         outside_bess, prior_fleet = rule_fleet_action(pv_kw, mall_kw, bands, bess_soc, in_peak_window, bess)
     else:
         outside_bess, prior_fleet = 1.0, -1.0
-    fleet = _clip(residual[..., 1] + prior_fleet, -1.0, 1.0)
+    fleet = around_prior(residual[..., 1], prior_fleet)
     ev_kw = _sequential_sum(fleet_power(fleet, bands))
     inside = window_discharge_action(pv_kw, mall_kw, ev_kw, bess_soc, window_rest_kw, window_rest_open, bess)
     prior_bess = _where(in_peak_window, inside, outside_bess + 0.0 * inside)
-    bess_action = _clip(residual[..., 0] + prior_bess, -1.0, 1.0)
+    bess_action = around_prior(residual[..., 0], prior_bess)
     if _is_torch(residual):
         import torch  # lazy: numpy callers never load torch here
 

@@ -50,9 +50,10 @@ from torchrl.data import Bounded, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase, RewardSum, StepCounter, TransformedEnv
 
 from iquitos_lightning.envs import objectives
-from iquitos_lightning.envs.actions import PER_SOCKET, action_count, socket_bands, socket_power
+from iquitos_lightning.envs.actions import PER_SOCKET, SHAVER_RESIDUAL, action_count, socket_bands, socket_power
 from iquitos_lightning.envs.env_action import applied_action
 from iquitos_lightning.envs.finite import FiniteTensorValues
+from iquitos_lightning.envs.grid_target import import_centre_kw
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
 from iquitos_lightning.envs.site_data import built_site
 from iquitos_lightning.envs.site_tables import (
@@ -63,6 +64,13 @@ from iquitos_lightning.envs.site_tables import (
     observation_table,
     resolve_observation,
     state_columns,
+)
+from iquitos_lightning.envs.start_peak import (
+    REFERENCE_PEAK,
+    cached_peaks,
+    check_start_peak,
+    peak_at_each_step,
+    reference_key,
 )
 from iquitos_lightning.envs.twin_physics import SiteModels
 from iquitos_lightning.metrics.flows import DEPARTURE_COLUMNS, FLOW_COLUMNS
@@ -76,7 +84,8 @@ ZERO, STAGGERED, RANDOM = "zero", "staggered", "random"
 # Where the episodes of a training twin start: "zero" (hour 0, CityLearn's episode), "staggered" (env b of B first
 # starts at hour b x T / B; each next episode starts where the last one ended, wrapping at the year's end) or
 # "random" (a uniform hour, from a generator seeded by ``seed``). A mid-session start gives the plugged EV its
-# session's arrival SOC; the BESS starts at the schema's initial SOC; the month-to-date peak at 0.
+# session's arrival SOC; the BESS starts at the schema's initial SOC; the month-to-date peak (tariff) at the
+# reference run's value at that hour (``start_peak``, envs/start_peak.py), or at 0.
 START_SCHEDULES = (ZERO, STAGGERED, RANDOM)
 
 
@@ -98,6 +107,8 @@ class IquitosTwin(EnvBase):
         start: where episodes start (:data:`START_SCHEDULES`; "zero" is CityLearn's episode).
         episode_hours: episodes end (truncated) after this many steps, or at the year's end (None: the year).
         seed: the "random" schedule's generator seed.
+        start_peak: where a ``tariff`` episode that starts after hour 0 starts its billed peak-to-date:
+            "reference" (the peak shaver's at that hour, envs/start_peak.py) or "zero".
     """
 
     batch_locked = True
@@ -124,6 +135,7 @@ class IquitosTwin(EnvBase):
         episode_hours: int | None = None,
         seed: int = 0,
         observation: str = AUTO,
+        start_peak: str = REFERENCE_PEAK,
     ) -> None:
         if start not in START_SCHEDULES:
             raise ValueError(f"start must be one of {START_SCHEDULES}, got {start!r}")
@@ -138,6 +150,7 @@ class IquitosTwin(EnvBase):
         self.reward_weights = reward_weights or RewardWeights()
         self.reward_scales = RewardScales.for_series(series)
         self.action_layout = action_layout
+        self.import_centre_kw = import_centre_kw(series, self.reward_scales.max_import_kw)  # grid_target's action 0
         self.action_size = action_count(action_layout, series.config.ev.socket_count)
         self.ev_guarantee = ev_guarantee
         self.objective = objectives.check_objective(objective)
@@ -161,6 +174,10 @@ class IquitosTwin(EnvBase):
         self._load_tables()
         self._make_specs()
         self._allocate_state()
+        # [T] the billed peak-to-date a training episode starts with at each step (None: 0, as CityLearn's episode)
+        self._start_peaks: torch.Tensor | None = None
+        if check_start_peak(start_peak) == REFERENCE_PEAK and start != ZERO and self.objective == objectives.TARIFF:
+            self._start_peaks = self._reference_peaks(Path(schema_path))
         if compile_physics:  # (not "compile": TorchRL's env metaclass takes that keyword for itself)
             self._simulate = torch.compile(self._simulate, dynamic=False)
 
@@ -258,8 +275,9 @@ class IquitosTwin(EnvBase):
         state.soc = torch.where(reset, start, state.soc)
         if state.capacity is not None:
             state.capacity = torch.where(reset, batteries.capacity, state.capacity)
-        state.peak = torch.where(reset[:, 0], 0.0, state.peak)
-        fresh = self._observe(first_step, start[:, 0], start[:, 1:], torch.zeros_like(state.peak))
+        peak = torch.zeros_like(state.peak) if self._start_peaks is None else self._start_peaks[first_step]
+        state.peak = torch.where(reset[:, 0], peak, state.peak)
+        fresh = self._observe(first_step, start[:, 0], start[:, 1:], peak)
         state.observation = torch.where(reset, fresh, state.observation)
         if self.record:
             state.flows[reset[:, 0]] = 0.0
@@ -290,6 +308,30 @@ class IquitosTwin(EnvBase):
         ends = torch.clamp(first + length, max=self.hours)
         state.next_start = torch.where(reset, ends % self.hours, state.next_start)
         return first
+
+    def _reference_peaks(self, schema_path: Path) -> torch.Tensor:
+        """[T] the billed peak-to-date at each step of the reference year (envs/start_peak.py): the peak shaver's
+        zero action in a one-env twin of this site from hour 0, with this twin's demand period and EV guarantee."""
+        options = (self.demand_period, self.ev_guarantee)
+
+        def run() -> np.ndarray:
+            reference = IquitosTwin(
+                schema_path,
+                self.series,
+                action_layout=SHAVER_RESIDUAL,
+                ev_guarantee=self.ev_guarantee,
+                objective=objectives.TARIFF,
+                demand_period=self.demand_period,
+            )
+            return peak_at_each_step(reference)
+
+        peaks = cached_peaks(reference_key(schema_path, self.series, *options), run)
+        return torch.tensor(peaks, dtype=F64, device=self.device)
+
+    @property
+    def peak_to_date_kw(self) -> torch.Tensor:
+        """[B] each env's billed peak-to-date (the ``tariff`` demand charge's base) at the start of its next step."""
+        return self._state.peak.clone()
 
     # Outputs are built with TensorDict._new_unsafe (no per-entry validation): every entry is a
     # fresh tensor of the env's batch size and device, and the validation is half of a B=1 step.
@@ -362,6 +404,7 @@ class IquitosTwin(EnvBase):
             in_peak_window=in_window > 0,
             bess=self.site_config.bess,
             max_import_kw=self.reward_scales.max_import_kw,
+            import_centre_kw=self.import_centre_kw,
             window_rest_kw=self._window_rest_kw[t],
             window_rest_open=self._window_rest_open[t],
         )

@@ -20,8 +20,10 @@ from iquitos_lightning.envs.actions import (
     RULE_RESIDUAL,
     SHAVER_RESIDUAL,
     action_count,
+    around_prior,
     fleet_power,
     per_socket_power,
+    piecewise_affine,
     power_to_action,
     power_to_fleet_action,
     socket_bands,
@@ -223,3 +225,43 @@ def test_a_wish_in_kw_maps_back_to_the_action_that_asks_for_it() -> None:
     empty = socket_bands(*(np.zeros(2, dtype=kind) for kind in (bool, float, float, int)), np.ones(2), np.ones(2))
     assert power_to_fleet_action(np.array([1.0, 1.0]), empty) == -1.0
     np.testing.assert_array_equal(power_to_action(np.array([1.0, 1.0]), empty), [-1.0, -1.0])
+
+
+@pytest.mark.parametrize(
+    ("prior", "expected"),
+    [
+        # residual -1, -0.5, 0, 0.5, 1: the lower half spans [-1, prior], the upper [prior, 1]
+        (0.5, [-1.0, -0.25, 0.5, 0.75, 1.0]),
+        (-0.6, [-1.0, -0.8, -0.6, 0.2, 1.0]),
+        # a prior at a bound (the shaver's full charge, its EVs at their minimum): the other half spans the range
+        (1.0, [-1.0, 0.0, 1.0, 1.0, 1.0]),
+        (-1.0, [-1.0, -1.0, -1.0, 0.0, 1.0]),
+    ],
+)
+def test_a_residual_maps_around_its_prior_onto_the_whole_range(prior: float, expected: list[float]) -> None:
+    residuals = np.array([-1.0, -0.5, 0.0, 0.5, 1.0])
+    np.testing.assert_allclose(around_prior(residuals, np.full(5, prior)), expected, atol=1e-15)
+
+
+def test_the_residual_map_is_monotone_exact_at_zero_and_the_ends_and_the_same_bits_in_numpy_and_torch() -> None:
+    rng = np.random.default_rng(7)
+    priors = np.concatenate([[-1.0, 1.0, 0.0, -(2.0**-53), 2.0**-53], rng.uniform(-1, 1, 59)])
+    residuals = np.concatenate([[-1.0, 0.0, 1.0], rng.uniform(-1, 1, 200)])
+    residuals = np.sort(residuals)
+    prior, residual = np.meshgrid(priors, residuals, indexing="ij")  # [64 priors, 203 residuals]
+    mapped = around_prior(residual, prior)
+    assert np.all(np.diff(mapped, axis=1) >= 0.0)  # monotone in the residual for every prior
+    assert np.all((mapped >= -1.0) & (mapped <= 1.0))
+    np.testing.assert_array_equal(mapped[:, residuals == 0.0][:, 0], priors)  # 0 is the prior, to the bit
+    np.testing.assert_array_equal(mapped[:, 0], -1.0)
+    np.testing.assert_array_equal(mapped[:, -1], 1.0)
+    np.testing.assert_array_equal(around_prior(torch.tensor(residual), torch.tensor(prior)).numpy(), mapped)
+    assert around_prior(np.array(-0.0), np.array(0.25)) == 0.25  # a policy's -0.0 is the prior as well
+
+
+def test_a_piecewise_affine_map_hits_its_centre_and_ends_and_is_affine_on_each_half() -> None:
+    actions = np.array([-1.0, -0.25, 0.0, 0.5, 1.0])
+    np.testing.assert_allclose(piecewise_affine(actions, 0.0, 1900.0, 5664.0), [0.0, 1425.0, 1900.0, 3782.0, 5664.0])
+    for as_array in (np.array, lambda values: torch.tensor(values, dtype=torch.float64)):
+        ends = piecewise_affine(as_array([-1.0, 0.0, 1.0]), 0.0, 0.1 * 3, 0.7)
+        assert [float(value) for value in ends] == [0.0, 0.1 * 3, 0.7]

@@ -76,18 +76,24 @@ def test_the_shaver_charges_outside_the_window_and_holds_a_flat_level_inside() -
     assert shaver_fleet_action(0.0, 900.0, 3.0, 1.0, True, rest * 0.0, open_, BESS) == -1.0
 
 
-def test_the_agent_adds_to_the_shaver_and_the_fleet_starts_at_the_ev_minimum() -> None:
+def test_the_agent_acts_around_the_shaver_and_the_fleet_starts_at_the_ev_minimum() -> None:
     bands = _bands()
     rest, open_ = np.array([250.0, 150.0, 0.0, 0.0]), np.array([True, True, False, False])
     zero = add_shaver(np.zeros(2), 50.0, 300.0, bands, 0.5, True, rest, open_, BESS)
     np.testing.assert_allclose(zero, [-0.6, -1.0], atol=1e-12)  # EVs at their 3 kW minimum: the case above
-    # fleet residual +1: fleet action 0, the EVs take half their 4 kW of room: 5 kW; the loads grow by 2 kW each.
-    more_ev = add_shaver(np.array([0.0, 1.0]), 50.0, 300.0, bands, 0.5, True, rest, open_, BESS)
-    assert float(fleet_power(0.0, bands).sum()) == pytest.approx(5.0)
-    np.testing.assert_allclose(more_ev, [-0.6, 0.0], atol=1e-12)  # all three loads +2: the same 60 kW cut
-    # The BESS residual moves the shaver's action and is clipped at -1.
-    np.testing.assert_allclose(add_shaver(np.array([-0.7, 0.0]), 50.0, 300.0, bands, 0.5, True, rest, open_, BESS),
-                               [-1.0, -1.0], atol=1e-12)  # fmt: skip
+    # The prior's fleet action is -1, so the fleet residual's upper half spans the whole fleet range: +0.5 is fleet
+    # action 0 (half the 4 kW of room: 5 kW), +1 is fleet action +1 (all of it: 7 kW); the loads grow by 2 and 4 kW.
+    for residual, fleet, ev_kw in ((0.5, 0.0, 5.0), (1.0, 1.0, 7.0)):
+        more_ev = add_shaver(np.array([0.0, residual]), 50.0, 300.0, bands, 0.5, True, rest, open_, BESS)
+        assert float(fleet_power(fleet, bands).sum()) == pytest.approx(ev_kw)
+        np.testing.assert_allclose(more_ev, [-0.6, fleet], atol=1e-12)  # all three loads up alike: the same 60 kW cut
+    # The BESS residual maps around the shaver's -0.6: -0.7 goes 70 % of the way to -1 (-0.88), +0.5 half way to +1.
+    for residual, bess in ((-0.7, -0.88), (0.5, 0.2), (-1.0, -1.0)):
+        moved = add_shaver(np.array([residual, 0.0]), 50.0, 300.0, bands, 0.5, True, rest, open_, BESS)
+        np.testing.assert_allclose(moved, [bess, -1.0], atol=1e-12)
+    # Outside the window the shaver charges at +1: the residual's lower half reaches full discharge.
+    outside = add_shaver(np.array([-0.5, 0.0]), 50.0, 300.0, bands, 0.5, False, rest, open_, BESS)
+    np.testing.assert_allclose(outside, [0.0, -1.0], atol=1e-12)
 
 
 def test_numpy_and_torch_give_the_same_bits() -> None:

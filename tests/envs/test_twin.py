@@ -312,12 +312,14 @@ def test_a_zero_residual_is_the_rule_based_controller(data_root: Path) -> None:
 def test_the_twin_equals_citylearn_with_the_derived_layouts(data_root: Path, layout: str, objective: str) -> None:
     """The derived layouts turn the agent's action into a ``fleet`` one from the hour's state, in both simulators."""
     env = make_iquitos_env(TINY, data_root=data_root, action_layout=layout, objective=objective)
+    extremes = random_source(6)
     sources = {
         "zero": lambda observation, state: np.zeros(2),
         "random": lambda o, s: 0.5 * random_source(3)(o, s)[:2],
+        "extremes": lambda o, s: np.sign(extremes(o, s)[:2]),  # the maps' ends (-1, +1)
     }
     references = {name: citylearn_trajectory(env, source) for name, source in sources.items()}
-    twin = IquitosTwin(env.schema_path, env.series, num_envs=2, record=True, action_layout=layout, objective=objective)
+    twin = IquitosTwin(env.schema_path, env.series, num_envs=3, record=True, action_layout=layout, objective=objective)
     replays = twin_trajectories(twin, np.stack([run.actions for run in references.values()]))
     for (name, reference), replay in zip(references.items(), replays, strict=True):
         assert_equivalent(compare(reference, replay), f"{objective}/{name}")
