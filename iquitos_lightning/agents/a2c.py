@@ -32,4 +32,4 @@ class A2C(OnPolicyAgent):
 
     def learn(self, rollout: TensorDictBase) -> dict[str, torch.Tensor | float]:
         """One policy-gradient step with the value baseline over the whole rollout."""
-        return self.run_update(self.with_advantages(rollout))
+        return {**self.run_update(self.with_advantages(rollout)), **self.reward_metrics()}

@@ -72,4 +72,5 @@ class PPO(OnPolicyAgent):
 
     def learn(self, rollout: TensorDictBase) -> dict[str, torch.Tensor | float]:
         """GAE over the rollout, then ``epochs`` passes of shuffled minibatches."""
-        return self.learn_in_minibatches(self.with_advantages(rollout), self.epochs, self.minibatch_size)
+        metrics = self.learn_in_minibatches(self.with_advantages(rollout), self.epochs, self.minibatch_size)
+        return {**metrics, **self.reward_metrics()}
