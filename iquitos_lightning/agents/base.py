@@ -334,7 +334,8 @@ class RLAgent(pl.LightningModule):
         """Device memory one update needs with these settings: checked at the start of every fit on CUDA, so a run
         that cannot fit refuses before its first rollout."""
         workload = self.workload(self.train_env, self.rollout_config.frames_per_batch)
-        shapes = network_shapes(str(self.algorithm), workload, tuple(self.hparams["hidden_sizes"]))
+        hidden, policy_scale = tuple(self.hparams["hidden_sizes"]), self.hparams.get("policy_scale", "state")
+        shapes = network_shapes(str(self.algorithm), workload, hidden, policy_scale)
         return device_estimate(shapes, *self.update_rows(), workload.transition_bytes)
 
     def make_adam(self, params: Any, lr: float) -> torch.optim.Adam:

@@ -4,15 +4,28 @@ Why here: SAC, PPO and A2C share the same squashed-Gaussian actor and MLP critic
 critic reads differs (observation for a state value, observation and action for a Q value).
 Layers are lazy (``MLP`` infers its input size), so one call to :func:`initialise_lazy` with a fake
 tensordict of the env materialises them before optimizers or checkpoints see the parameters.
+
+The on-policy agents start their networks as CleanRL's and TorchRL's SOTA PPO scripts do (:func:`orthogonal_init`)
+and give their policy one learned log-std per action (``policy_scale="parameter"``); SAC keeps PyTorch's default
+init and a state-dependent scale, which its entropy-regularised objective relies on.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
-from tensordict.nn import NormalParamExtractor, TensorDictModule
+from tensordict.nn import AddStateIndependentNormalScale, NormalParamExtractor, TensorDictModule
 from torch import nn
 from torchrl.envs import EnvBase
 from torchrl.modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
+
+from iquitos_lightning.errors import ConfigError
+
+POLICY_SCALES = ("state", "parameter")  # the Gaussian's scale: an output of the network, or one parameter per action
+HIDDEN_GAIN = math.sqrt(2)  # orthogonal init of hidden layers (CleanRL's layer_init default)
+POLICY_OUTPUT_GAIN = 0.01  # the policy's mean starts near 0 for every observation
+VALUE_OUTPUT_GAIN = 1.0
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "silu": nn.SiLU}
 
@@ -30,6 +43,7 @@ def make_actor(
     *,
     return_log_prob: bool = True,
     initial_scale: float = 1.0,
+    policy_scale: str = "state",
 ) -> ProbabilisticActor:
     """A TanhNormal policy bounded by the env's action spec.
 
@@ -37,17 +51,30 @@ def make_actor(
     policy over the whole action range; a residual policy (:func:`zero_policy_mean`) explores near its rule
     with a smaller one (0.1: about a tenth of the range either way).
 
+    ``policy_scale``: ``"state"``, the network outputs mean and scale (softplus-mapped); ``"parameter"``, it
+    outputs the mean only and the scale is ``exp`` of one learned log-std per action (TensorDict's
+    ``AddStateIndependentNormalScale``, CleanRL's ``actor_logstd``), started at ``initial_scale``. Why the
+    parameter for PPO and A2C: exploration then shrinks only as fast as the policy gradient moves that one
+    number, not with every change of the hidden layers, the layout CleanRL's and TorchRL's PPO results use.
+
     ``return_log_prob`` writes ``action_log_prob`` at collection, which PPO/A2C's ratio and entropy read;
     SAC's loss samples its own actions and log-probabilities, so SAC turns it off: one log-prob less per
     collected frame, on the worker's critical path. The bounds come from the unbatched spec, so a batched
     env (the twin) gives [A] bounds that broadcast over any minibatch.
     """
     action_dim = env.action_spec.shape[-1]
-    body = MLP(out_features=2 * action_dim, num_cells=list(hidden_sizes), activation_class=activation_class(activation))
-    # biased_softplus_<s>: a zero output maps to scale s, and the scale never reaches zero.
     if initial_scale <= 0:
         raise ValueError(f"initial_scale must be positive, got {initial_scale}")
-    network = nn.Sequential(body, NormalParamExtractor(scale_mapping=f"biased_softplus_{initial_scale}"))
+    if policy_scale not in POLICY_SCALES:
+        raise ConfigError(f"model.policy_scale must be one of {POLICY_SCALES}, got {policy_scale!r}")
+    outputs = 2 * action_dim if policy_scale == "state" else action_dim
+    body = MLP(out_features=outputs, num_cells=list(hidden_sizes), activation_class=activation_class(activation))
+    if policy_scale == "state":
+        # biased_softplus_<s>: a zero output maps to scale s, and the scale never reaches zero.
+        scale: nn.Module = NormalParamExtractor(scale_mapping=f"biased_softplus_{initial_scale}")
+    else:
+        scale = AddStateIndependentNormalScale(action_dim, scale_mapping="exp", init_value=math.log(initial_scale))
+    network = nn.Sequential(body, scale)
     spec = env.action_spec_unbatched
     return ProbabilisticActor(
         TensorDictModule(network, in_keys=["observation"], out_keys=["loc", "scale"]),
@@ -70,9 +97,32 @@ def zero_policy_mean(actor: ProbabilisticActor) -> None:
     The hidden layers keep their random weights, so gradients still reach them once the output layer moves.
     Call after :func:`initialise_lazy` (lazy layers have no weights before).
     """
-    output = [module for module in actor.modules() if isinstance(module, nn.Linear)][-1]
+    output = linear_layers(actor)[-1]
     output.weight.zero_()
     output.bias.zero_()
+
+
+def linear_layers(module: nn.Module) -> list[nn.Linear]:
+    """``module``'s linear layers in order (the last is the output layer). Call after :func:`initialise_lazy`."""
+    layers = [layer for layer in module.modules() if isinstance(layer, nn.Linear)]
+    if not layers:
+        raise ValueError("no linear layers: call initialise_lazy first")
+    return layers
+
+
+@torch.no_grad()
+def orthogonal_init(module: nn.Module, output_gain: float, hidden_gain: float = HIDDEN_GAIN) -> None:
+    """Orthogonal weights and zero biases: ``hidden_gain`` for the hidden layers, ``output_gain`` for the output.
+
+    Why (CleanRL's ``layer_init``, TorchRL's SOTA PPO): orthogonal matrices keep the activations' scale through
+    the layers, a policy output gain of 0.01 starts the mean at about 0 for every observation (the exploration is
+    the scale's, not a random tilt of the untrained network), and a value output gain of 1 starts the critic's
+    predictions on the scale of its (normalised) targets. Draws from torch's global RNG.
+    """
+    layers = linear_layers(module)
+    for layer in layers:
+        nn.init.orthogonal_(layer.weight, gain=hidden_gain if layer is not layers[-1] else output_gain)
+        nn.init.zeros_(layer.bias)
 
 
 def make_q_value(env: EnvBase, hidden_sizes: tuple[int, ...], activation: str = "relu") -> ValueOperator:

@@ -58,6 +58,8 @@ class OffPolicyAgent(RLAgent):
         init_random_frames: frames of uniformly random actions before learning starts.
         gamma: the discount (of the n-step sums; the loss's value estimator uses the same).
         n_steps: transitions are stored with n-step returns (:mod:`.multi_step`; 1: one-step TD).
+        reward_scale: rewards are multiplied by this when stored in the buffer (so the Q targets, n-step sums
+            included, are on that scale); the logged episode returns and evaluation stay unscaled.
     """
 
     off_policy = True  # may collect one rollout ahead (rollout.overlap)
@@ -74,12 +76,14 @@ class OffPolicyAgent(RLAgent):
         speed: SpeedConfig | None,
         gamma: float = 0.99,
         n_steps: int = 1,
+        reward_scale: float = 1.0,
     ) -> None:
         if n_steps < 1:
             raise ValueError(f"n_steps must be >= 1, got {n_steps}")
         super().__init__(env, rollout, speed)
         self.gamma = gamma
         self.n_steps = n_steps
+        self.reward_scale = reward_scale
         self.automatic_optimization = False
         self.buffer_config = as_config(ReplayBufferConfig, buffer)
         check_buffer_config(self.buffer_config, batch_size)
@@ -112,6 +116,9 @@ class OffPolicyAgent(RLAgent):
     def learn(self, rollout: TensorDictBase) -> dict[str, torch.Tensor | float]:
         """Store the rollout (with n-step returns when ``n_steps`` > 1); once past the random frames, run
         ``updates_per_frame`` updates per new frame (batches drawn :data:`SAMPLE_CHUNK_UPDATES` updates at a time)."""
+        if self.reward_scale != 1.0:
+            rollout = rollout.clone(recurse=False)  # the collector's rollout keeps its own rewards
+            rollout["next", "reward"] = rollout["next", "reward"] * self.reward_scale
         self.replay_buffer.extend(transition_for_buffer(n_step_transitions(rollout, self.gamma, self.n_steps)))
         if self.frames_done < self.init_random_frames:
             return {"buffer_size": len(self.replay_buffer)}

@@ -1,8 +1,9 @@
 """The on-policy layer under PPO and A2C: actor and state-value critic, GAE advantages, minibatch epochs, clipping.
 
 Why a layer: PPO and A2C learn from exactly the rollout their current policy collected, with the same
-networks (a squashed-Gaussian actor and an MLP state value), the same advantage estimate (TorchRL's
-``GAE``) on rewards scaled by ``reward_scale``, one Adam over the loss module and a global gradient-norm
+networks (a squashed-Gaussian actor and an MLP state value, orthogonally initialised), the same advantage
+estimate (TorchRL's ``GAE``) on rewards divided by the running std of the discounted return
+(:mod:`.reward_normalizer`) and scaled by ``reward_scale``, one Adam over the loss module and a global gradient-norm
 clip; only the loss differs (clipped surrogate and several epochs of minibatches, or one plain
 policy-gradient step). Optimization is manual because one rollout may give many optimizer steps; gradients
 are clipped in :meth:`on_before_optimizer_step`, where Lightning's precision plugin has already unscaled them.
@@ -20,7 +21,15 @@ from torchrl.objectives.value import GAE
 from iquitos_lightning.agents.base import RLAgent
 from iquitos_lightning.agents.config import RolloutConfig
 from iquitos_lightning.agents.health import approximate_kl, critic_fit, gradient_norm, rollout_policy_spread
-from iquitos_lightning.agents.networks import initialise_lazy, make_actor, make_state_value
+from iquitos_lightning.agents.networks import (
+    POLICY_OUTPUT_GAIN,
+    VALUE_OUTPUT_GAIN,
+    initialise_lazy,
+    make_actor,
+    make_state_value,
+    orthogonal_init,
+)
+from iquitos_lightning.agents.reward_normalizer import RewardNormalizer
 from iquitos_lightning.agents.speed import SpeedConfig
 from iquitos_lightning.envs.factory import EnvConfig
 
@@ -54,7 +63,12 @@ class OnPolicyAgent(RLAgent):
         entropy_coef: weight of the entropy bonus (0 disables it).
         critic_coef: weight of the value loss.
         max_grad_norm: global gradient-norm clip (0 disables it).
-        reward_scale: rewards are multiplied by this before learning (evaluation returns stay unscaled).
+        reward_normalization: divide rewards by the running std of the discounted return before GAE
+            (:mod:`.reward_normalizer`; CleanRL's and SB3's reward normalisation; in the checkpoint).
+        reward_scale: rewards are multiplied by this before learning, after the normalisation (evaluation returns
+            stay unscaled).
+        policy_scale: "parameter" (one learned log-std per action, CleanRL's) or "state" (an output of the
+            actor network, as SAC's).
         speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
 
@@ -75,7 +89,9 @@ class OnPolicyAgent(RLAgent):
         entropy_coef: float = 0.0,
         critic_coef: float = 0.5,
         max_grad_norm: float = 0.5,
+        reward_normalization: bool = True,
         reward_scale: float = 1.0,
+        policy_scale: str = "parameter",
         speed: SpeedConfig | None = None,
     ) -> None:
         super().__init__(env, rollout, speed)
@@ -84,9 +100,12 @@ class OnPolicyAgent(RLAgent):
         self.max_grad_norm = max_grad_norm
         self.reward_scale = reward_scale
         self.loss_options = critic_and_entropy(entropy_coef, critic_coef)  # for the subclass's loss module
-        self.actor = make_actor(self.train_env, hidden_sizes, activation)
+        self.reward_normalizer = RewardNormalizer(gamma) if reward_normalization else None
+        self.actor = make_actor(self.train_env, hidden_sizes, activation, policy_scale=policy_scale)
         self.critic = make_state_value(self.train_env, hidden_sizes, activation)
         initialise_lazy(self.train_env, self.actor, self.critic)
+        orthogonal_init(self.actor, POLICY_OUTPUT_GAIN)
+        orthogonal_init(self.critic, VALUE_OUTPUT_GAIN)
         self.advantage_module = GAE(gamma=gamma, lmbda=gae_lambda, value_network=self.critic, average_gae=False)
         self._gradient_norms = []
 
@@ -108,19 +127,34 @@ class OnPolicyAgent(RLAgent):
         health["approx_kl"] = approximate_kl(self.actor, data)
         if self._gradient_norms:
             health["gradient_norm"] = float(torch.stack(self._gradient_norms).mean())
-        return metrics | {f"health/{name}": value for name, value in health.items()}
+        return metrics | self.reward_metrics() | {f"health/{name}": value for name, value in health.items()}
 
     def learn_from(self, data: TensorDictBase) -> dict[str, torch.Tensor]:
         """The algorithm's updates on one rollout with advantages (PPO: minibatch epochs; A2C: one step)."""
         raise NotImplementedError
 
     def with_advantages(self, rollout: TensorDictBase) -> TensorDictBase:
-        """The rollout on the training device with scaled rewards and GAE's advantages and value targets."""
+        """The rollout on the training device with normalised and scaled rewards and GAE's advantages and value
+        targets (the normaliser's statistics take in this rollout first)."""
         data = rollout.exclude("collector").to(self.device)
+        if self.reward_normalizer is not None:
+            self.reward_normalizer.normalize_rollout(data)
         data["next", "reward"] = data["next", "reward"] * self.reward_scale
         with torch.no_grad():
             self.advantage_module(data)
         return data
+
+    def reward_metrics(self) -> dict[str, float]:
+        """What rewards are currently divided by (``reward_norm_std``; absent without normalisation)."""
+        return {} if self.reward_normalizer is None else {"reward_norm_std": self.reward_normalizer.std}
+
+    def agent_state(self) -> dict[str, Any]:
+        return {} if self.reward_normalizer is None else {"reward_normalizer": self.reward_normalizer.state_dict()}
+
+    def load_agent_state(self, state: dict[str, Any]) -> None:
+        """The normaliser's statistics (a checkpoint of an earlier version, or of a run without, has none: kept)."""
+        if self.reward_normalizer is not None and "reward_normalizer" in state:
+            self.reward_normalizer.load_state_dict(state["reward_normalizer"])
 
     def learn_in_minibatches(self, data: TensorDictBase, epochs: int, minibatch_size: int) -> dict[str, torch.Tensor]:
         """``epochs`` passes of shuffled minibatches over ``data``, one update each; the mean of each metric."""

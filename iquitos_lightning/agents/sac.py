@@ -74,6 +74,8 @@ class SAC(OffPolicyAgent):
         n_steps: the critic's target sums this many rewards before it bootstraps (TorchRL's ``MultiStep``,
             :mod:`.multi_step`): on ``tariff`` the cost of spending the battery early shows hours later, when it
             runs empty in the evening window; 1 is SAC's one-step target.
+        reward_scale: rewards are multiplied by this when stored in the replay buffer (SAC's reward scale: with
+            automatic entropy tuning it mostly sets the Q values' range; evaluation returns stay unscaled).
         speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
 
@@ -103,10 +105,20 @@ class SAC(OffPolicyAgent):
         actor_delay_frames: int = 0,
         residual_penalty: float = 0.0,
         n_steps: int = 1,
+        reward_scale: float = 1.0,
         speed: SpeedConfig | None = None,
     ) -> None:
         super().__init__(
-            env, rollout, buffer, batch_size, updates_per_frame, init_random_frames, speed, gamma=gamma, n_steps=n_steps
+            env,
+            rollout,
+            buffer,
+            batch_size,
+            updates_per_frame,
+            init_random_frames,
+            speed,
+            gamma=gamma,
+            n_steps=n_steps,
+            reward_scale=reward_scale,
         )
         self.learning_rates = (actor_lr, critic_lr, alpha_lr)
 

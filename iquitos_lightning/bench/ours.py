@@ -72,7 +72,12 @@ def build_agent(
             updates_per_frame=settings.updates_per_frame,
             init_random_frames=settings.warmup_frames,
         )
-    on_policy = {"lr": settings.lr, "gae_lambda": settings.gae_lambda, "max_grad_norm": settings.max_grad_norm}
+    on_policy = {
+        "lr": settings.lr,
+        "gae_lambda": settings.gae_lambda,
+        "max_grad_norm": settings.max_grad_norm,
+        "reward_normalization": False,  # SB3's PPO and A2C run without VecNormalize here: the same work per frame
+    }
     if settings.algorithm == "PPO":
         return PPO(**common, **on_policy, epochs=settings.epochs, minibatch_size=settings.batch_size)
     if settings.algorithm == "A2C":

@@ -63,10 +63,19 @@ class NetworkShapes:
     activation_width: int  # summed hidden widths over the network passes of one update
 
 
-def network_shapes(algorithm: str, workload: Workload, hidden_sizes: Sequence[int]) -> NetworkShapes:
-    """Shapes of SAC (actor + twin Q + targets) or PPO/A2C (actor + state value) with ``hidden_sizes``."""
+def network_shapes(
+    algorithm: str, workload: Workload, hidden_sizes: Sequence[int], policy_scale: str = "parameter"
+) -> NetworkShapes:
+    """Shapes of SAC (actor + twin Q + targets) or PPO/A2C (actor + state value) with ``hidden_sizes``.
+
+    ``policy_scale`` is the on-policy actor's (``model.policy_scale``): "parameter", the network outputs the mean
+    and one log-std per action is learned beside it; "state" (always SAC's), the network outputs mean and scale.
+    """
     obs, act = workload.observation_dim, workload.action_dim
-    actor = mlp_parameters(obs, hidden_sizes, 2 * act)  # loc and scale
+    if algorithm != "sac" and policy_scale == "parameter":
+        actor = mlp_parameters(obs, hidden_sizes, act) + act  # loc, and the log-std parameter
+    else:
+        actor = mlp_parameters(obs, hidden_sizes, 2 * act)  # loc and scale
     width = sum(hidden_sizes) + 2 * act
     if algorithm == "sac":
         q_value = mlp_parameters(obs + act, hidden_sizes, 1)

@@ -2,34 +2,47 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import lightning.pytorch as pl
 import pytest
 import torch
 from agents_testkit import BatchRecorder, StopAtFrames, cpu_trainer, frame_checkpoint, small_sac
 from tensordict import TensorDict
 
-from iquitos_lightning.agents import SAC, EnvConfig
+from iquitos_lightning.agents import PPO, SAC, EnvConfig, RLAgent, RolloutConfig
 
 LOSS_KEYS = ("train/loss_actor", "train/loss_qvalue", "train/loss_alpha", "train/alpha")
 
 
-def test_resume_at_episode_boundary_repeats_the_uninterrupted_losses(tmp_path):
-    budget, stop_at = 350, 200  # episodes of 50 frames = one rollout each: every checkpoint is at a boundary
+def uninterrupted_and_resumed(
+    make_agent: Callable[[int], RLAgent], budget: int, every_n_frames: int, stop_at: int, root: Path
+) -> tuple[BatchRecorder, RLAgent, BatchRecorder, RLAgent]:
+    """One run to ``budget``; the same run (same seed) stopped at ``stop_at`` with a checkpoint every
+    ``every_n_frames`` and resumed from its last checkpoint under another seed. Each run's outputs and agent."""
     pl.seed_everything(11)
     uninterrupted = BatchRecorder()
-    uninterrupted_model = small_sac(budget)
+    uninterrupted_model = make_agent(budget)
     cpu_trainer(callbacks=[uninterrupted]).fit(uninterrupted_model)
 
     pl.seed_everything(11)
-    interrupted = small_sac(budget)
-    cpu_trainer(tmp_path, callbacks=[frame_checkpoint(tmp_path, 100), StopAtFrames(stop_at)]).fit(interrupted)
+    interrupted = make_agent(budget)
+    cpu_trainer(root, callbacks=[frame_checkpoint(root, every_n_frames), StopAtFrames(stop_at)]).fit(interrupted)
     assert interrupted.frames_done == stop_at
 
     pl.seed_everything(999)  # the checkpoint, not the seed, must decide what happens next
-    resumed = small_sac(budget)
+    resumed = make_agent(budget)
     recorder = BatchRecorder()
-    cpu_trainer(tmp_path, callbacks=[frame_checkpoint(tmp_path, 100), recorder]).fit(resumed, ckpt_path="last")
+    cpu_trainer(root, callbacks=[frame_checkpoint(root, every_n_frames), recorder]).fit(resumed, ckpt_path="last")
+    return uninterrupted, uninterrupted_model, recorder, resumed
 
+
+def test_resume_at_episode_boundary_repeats_the_uninterrupted_losses(tmp_path):
+    # episodes of 50 frames = one rollout each: every checkpoint is at a boundary
+    uninterrupted, uninterrupted_model, recorder, resumed = uninterrupted_and_resumed(
+        small_sac, 350, 100, 200, tmp_path
+    )
     assert sorted(recorder.outputs) == [250, 300, 350]
     for frames, outputs in recorder.outputs.items():
         for key in LOSS_KEYS:
@@ -40,6 +53,33 @@ def test_resume_at_episode_boundary_repeats_the_uninterrupted_losses(tmp_path):
         assert getattr(resumed, counter) == getattr(uninterrupted_model, counter), counter
     assert resumed.nonfinite.skipped_total == uninterrupted_model.nonfinite.skipped_total
     _assert_same_buffer(resumed, uninterrupted_model)
+
+
+def _small_ppo(frame_budget: int) -> PPO:
+    """PPO on Pendulum with 64-frame episodes and rollouts: every rollout ends at an episode boundary."""
+    return PPO(
+        env=EnvConfig(name="Pendulum-v1", seed=3, max_episode_steps=64),
+        rollout=RolloutConfig(frame_budget=frame_budget, frames_per_batch=64, eval_every_frames=128, eval_episodes=1),
+        hidden_sizes=(16, 16),
+        epochs=2,
+        minibatch_size=32,
+    )
+
+
+def test_ppo_resume_at_episode_boundary_repeats_the_uninterrupted_run_reward_normaliser_included(tmp_path):
+    """The normaliser's statistics come from the checkpoint: a fresh normaliser would divide by another std."""
+    uninterrupted, uninterrupted_model, recorder, resumed = uninterrupted_and_resumed(
+        _small_ppo, 320, 64, 192, tmp_path
+    )
+    assert sorted(recorder.outputs) == [256, 320]
+    for frames, outputs in recorder.outputs.items():
+        assert outputs["train/reward_norm_std"] == uninterrupted.outputs[frames]["train/reward_norm_std"], frames
+        for key in ("train/loss_objective", "train/loss_critic"):
+            assert outputs[key] == pytest.approx(uninterrupted.outputs[frames][key], rel=1e-6, abs=1e-9), (frames, key)
+    assert uninterrupted.outputs[320]["train/reward_norm_std"] != uninterrupted.outputs[64]["train/reward_norm_std"]
+    for name, value in uninterrupted_model.reward_normalizer.state_dict().items():
+        assert torch.equal(resumed.reward_normalizer.state_dict()[name], value), name
+    assert resumed.updates_done == uninterrupted_model.updates_done == 5 * 2 * 2
 
 
 def _assert_same_buffer(first: SAC, second: SAC) -> None:

@@ -13,9 +13,9 @@ from iquitos_lightning.envs.factory import make_env
 from iquitos_lightning.fastpath.tanh_normal import TanhNormalSampler, collection_policy
 
 
-def _actor(env_name: str, *, return_log_prob: bool = True):
+def _actor(env_name: str, *, return_log_prob: bool = True, policy_scale: str = "state"):
     env = make_env(EnvConfig(name=env_name))
-    actor = make_actor(env, (16, 16), "tanh", return_log_prob=return_log_prob)
+    actor = make_actor(env, (16, 16), "tanh", return_log_prob=return_log_prob, policy_scale=policy_scale)
     initialise_lazy(env, actor)
     return env, actor
 
@@ -41,8 +41,15 @@ def _both(actor, sampler, observations: TensorDict, exploration: ExplorationType
 
 @pytest.mark.parametrize("env_name", ["Pendulum-v1", "MountainCarContinuous-v0"])
 @pytest.mark.parametrize("return_log_prob", [True, False])
-def test_random_samples_and_log_probs_equal_the_actor_bit_for_bit(env_name: str, return_log_prob: bool) -> None:
-    env, actor = _actor(env_name, return_log_prob=return_log_prob)  # bounds [-2, 2] (affine) and [-1, 1] (none)
+@pytest.mark.parametrize("policy_scale", ["state", "parameter"])  # SAC's; PPO's and A2C's learned log-std
+def test_random_samples_and_log_probs_equal_the_actor_bit_for_bit(
+    env_name: str, return_log_prob: bool, policy_scale: str
+) -> None:
+    # bounds [-2, 2] (affine) and [-1, 1] (none)
+    env, actor = _actor(env_name, return_log_prob=return_log_prob, policy_scale=policy_scale)
+    if policy_scale == "parameter":
+        with torch.no_grad():
+            actor.module[0].module[1].state_independent_scale.fill_(-0.7)  # a log-std other than the initial 0
     sampler = TanhNormalSampler(actor)
     expected, fast = _both(actor, sampler, _observations(env, 64), ExplorationType.RANDOM)
     assert set(fast.keys()) == set(expected.keys())

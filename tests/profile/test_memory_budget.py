@@ -36,10 +36,14 @@ def test_parameter_count_matches_the_sac_networks_torchrl_builds():
     assert mlp_parameters(3, (48, 32), 2) == parameter_count(agent.actor)
 
 
-def test_parameter_count_matches_the_ppo_networks():
-    agent = PPO(env=PENDULUM, hidden_sizes=(40, 24))
-    shapes = network_shapes("ppo", pendulum_workload(), (40, 24))
+@pytest.mark.parametrize("policy_scale", ["parameter", "state"])
+def test_parameter_count_matches_the_ppo_networks(policy_scale):
+    """With a learned log-std or a state-dependent scale, and in the estimate the agent checks at each fit."""
+    agent = PPO(env=PENDULUM, hidden_sizes=(40, 24), policy_scale=policy_scale)
+    shapes = network_shapes("ppo", pendulum_workload(), (40, 24), policy_scale)
     assert shapes.trained_parameters == parameter_count(agent.actor, agent.critic)
+    own = agent.device_memory_estimate()
+    assert own.weights_and_optimizer == device_estimate(shapes, 1, 1, 0).weights_and_optimizer
 
 
 def test_the_profiles_workload_uses_the_replay_buffers_own_bytes_per_transition():

@@ -1,0 +1,71 @@
+"""PPO's and A2C's networks start as CleanRL's: orthogonal layers, zero biases, a policy mean near 0 and one learned
+log-std per action (or, with ``policy_scale: state``, SAC's state-dependent scale); SAC's actor is unchanged."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from iquitos_lightning.agents import A2C, PPO, SAC, EnvConfig, RolloutConfig
+from iquitos_lightning.agents.networks import linear_layers
+from iquitos_lightning.errors import ConfigError
+
+SITE = EnvConfig(name="iquitos", site="configs/site/tiny.yaml", seed=0)
+ROLLOUT = RolloutConfig(frames_per_batch=64, eval_every_frames=64)
+
+
+def assert_orthogonal(layer: nn.Linear, gain: float) -> None:
+    """Orthogonal rows or columns (whichever are fewer) of norm ``gain``; zero bias."""
+    weight = layer.weight.detach().double()
+    small = weight @ weight.T if weight.shape[0] <= weight.shape[1] else weight.T @ weight
+    torch.testing.assert_close(small, gain**2 * torch.eye(small.shape[0], dtype=torch.float64), rtol=0, atol=1e-5)
+    assert not layer.bias.any()
+
+
+@pytest.mark.parametrize("agent_class", [PPO, A2C])
+def test_actor_and_critic_are_orthogonal_with_cleanrls_gains_and_a_learned_log_std(agent_class):
+    torch.manual_seed(0)
+    agent = agent_class(env=SITE, rollout=ROLLOUT, hidden_sizes=(32, 16))
+    actions = agent.train_env.action_spec.shape[-1]
+    actor_layers, critic_layers = linear_layers(agent.actor), linear_layers(agent.critic)
+    assert [layer.out_features for layer in actor_layers] == [32, 16, actions]  # the mean only
+    for layer in actor_layers[:-1] + critic_layers[:-1]:
+        assert_orthogonal(layer, math.sqrt(2))
+    assert_orthogonal(actor_layers[-1], 0.01)
+    assert_orthogonal(critic_layers[-1], 1.0)
+
+    log_std = [parameter for name, parameter in agent.actor.named_parameters() if "state_independent_scale" in name]
+    assert len(log_std) == 1 and log_std[0].shape == (actions,) and not log_std[0].any()
+    example = agent.train_env.fake_tensordict()
+    different = example.clone()
+    example["observation"] = torch.zeros_like(example["observation"])
+    different["observation"] = torch.randn_like(different["observation"]) * 10
+    first, second = agent.actor(example), agent.actor(different)
+    torch.testing.assert_close(first["scale"], torch.ones(actions))  # exp(0): the whole action range
+    torch.testing.assert_close(second["scale"], first["scale"], rtol=0, atol=0)  # not the observation's
+    assert first["loc"].abs().max() == 0  # zero observation, zero biases
+    assert second["loc"].abs().max() < 0.5  # gain 0.01: near 0 for any observation
+    assert log_std[0] in set(agent.loss_module.parameters())  # learned with the rest
+
+
+def test_a_state_dependent_scale_is_an_option_and_a_bad_value_is_refused_naming_the_key():
+    agent = PPO(env=SITE, rollout=ROLLOUT, hidden_sizes=(16,), policy_scale="state")
+    actions = agent.train_env.action_spec.shape[-1]
+    assert linear_layers(agent.actor)[-1].out_features == 2 * actions
+    assert not any("state_independent_scale" in name for name, _ in agent.actor.named_parameters())
+    example = agent.train_env.fake_tensordict()
+    torch.testing.assert_close(agent.actor(example)["scale"], torch.ones(actions), rtol=0, atol=1e-3)
+    with pytest.raises(ConfigError, match=r"^model.policy_scale must be one of \('state', 'parameter'\), got 'global'"):
+        PPO(env=SITE, rollout=ROLLOUT, policy_scale="global")
+
+
+def test_sacs_actor_keeps_its_state_dependent_scale_and_default_init():
+    torch.manual_seed(0)
+    agent = SAC(env=EnvConfig(name="Pendulum-v1"), hidden_sizes=(32, 32))
+    layers = linear_layers(agent.actor)
+    assert layers[-1].out_features == 2  # loc and scale of Pendulum's one action
+    assert all(layer.bias.any() for layer in layers)  # PyTorch's default init, not zeroed
+    assert not any("state_independent_scale" in name for name, _ in agent.actor.named_parameters())
