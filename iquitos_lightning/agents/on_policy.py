@@ -32,6 +32,9 @@ from iquitos_lightning.agents.networks import (
 from iquitos_lightning.agents.reward_normalizer import RewardNormalizer
 from iquitos_lightning.agents.speed import SpeedConfig
 from iquitos_lightning.envs.factory import EnvConfig
+from iquitos_lightning.errors import ConfigError
+
+INITIALISATIONS = ("orthogonal", "default")
 
 
 def critic_and_entropy(entropy_coef: float, critic_coef: float) -> dict[str, Any]:
@@ -69,6 +72,9 @@ class OnPolicyAgent(RLAgent):
             stay unscaled).
         policy_scale: "parameter" (one learned log-std per action, CleanRL's) or "state" (an output of the
             actor network, as SAC's).
+        initialisation: "orthogonal" (CleanRL's ``layer_init``: gain sqrt(2) hidden, 0.01 policy output, 1 value
+            output) or "default" (torch's own; measured on the tariff twin with ``reward_scale`` 0.05 and no
+            normalisation, it closed 33.5 % of the gap at 524k frames; orthogonal + normalisation 18.4 %).
         speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
 
@@ -92,6 +98,7 @@ class OnPolicyAgent(RLAgent):
         reward_normalization: bool = True,
         reward_scale: float = 1.0,
         policy_scale: str = "parameter",
+        initialisation: str = "orthogonal",
         speed: SpeedConfig | None = None,
     ) -> None:
         super().__init__(env, rollout, speed)
@@ -104,8 +111,11 @@ class OnPolicyAgent(RLAgent):
         self.actor = make_actor(self.train_env, hidden_sizes, activation, policy_scale=policy_scale)
         self.critic = make_state_value(self.train_env, hidden_sizes, activation)
         initialise_lazy(self.train_env, self.actor, self.critic)
-        orthogonal_init(self.actor, POLICY_OUTPUT_GAIN)
-        orthogonal_init(self.critic, VALUE_OUTPUT_GAIN)
+        if initialisation not in INITIALISATIONS:
+            raise ConfigError(f"model.initialisation must be one of {INITIALISATIONS}, got {initialisation!r}")
+        if initialisation == "orthogonal":
+            orthogonal_init(self.actor, POLICY_OUTPUT_GAIN)
+            orthogonal_init(self.critic, VALUE_OUTPUT_GAIN)
         self.advantage_module = GAE(gamma=gamma, lmbda=gae_lambda, value_network=self.critic, average_gae=False)
         self._gradient_norms = []
 
