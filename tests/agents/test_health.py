@@ -93,6 +93,9 @@ def test_approximate_kl_is_zero_for_the_collecting_policy_and_positive_after_a_c
     with torch.no_grad():
         data = env.rollout(64, agent.actor)
     assert approximate_kl(agent.actor, data) == pytest.approx(0.0, abs=1e-6)
+    saturated = data.clone()
+    saturated["action"][:8] = 2.0  # Pendulum's bound: atanh cannot recover what was sampled there
+    assert approximate_kl(agent.actor, saturated) == pytest.approx(0.0, abs=1e-6)  # left out, not read as KL
     with torch.no_grad():
         for parameter in agent.actor.parameters():
             parameter.add_(0.5 * torch.randn_like(parameter))
