@@ -20,6 +20,7 @@ returns plain floats, logged under ``health/`` by the agents and drawn by the ru
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import torch
@@ -30,7 +31,7 @@ from torchrl.modules import ProbabilisticActor
 # An action component within this fraction of its range's width from either end counts as "at the bound".
 AT_BOUND_TOLERANCE = 0.01
 # Pre-tanh Gaussian entropy per dimension is 0.5 * log(2 pi e) + log(scale).
-_HALF_LOG_2PI_E = 0.5 * torch.log(torch.tensor(2 * torch.pi * torch.e)).item()
+_HALF_LOG_2PI_E = 0.5 * math.log(2 * math.pi * math.e)
 
 
 def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> float:
