@@ -61,6 +61,10 @@ from iquitos_lightning.site.config import SiteConfig, load_site_config
 # KPIs compared between the LP's claim and its replay in CityLearn (relative difference in the JSON).
 _REPLAY_CHECKED_KPIS = ("grid_import_kwh", "co2_kg", "cost", "ev_energy_served_kwh", "ev_unmet_kwh")
 
+# Bumped when a reference controller changes what it does (2: tariff_rule and mpc_forecast plan with the shared
+# past-days forecasts of site/forecasts.py): a baselines.json of another version is made again by ``compare``.
+REFERENCES_VERSION = 2
+
 
 SIMULATORS = ("citylearn", "twin")
 
@@ -195,6 +199,7 @@ def _write_outputs(
     summary = {
         "site": site_config.name,
         "site_config_hash": site_config.content_hash(),
+        "references_version": REFERENCES_VERSION,
         "dataset": str(build.path),
         "hours": site_config.hours,
         "currency": currency,

@@ -7,9 +7,10 @@ peak so far), applies the plan's first hour through the env's band mapping, and 
 
 Two kinds of forecast:
 - ``perfect``: the true PV, mall load and EV sessions of the coming hours (an upper bound on MPC);
-- ``forecast`` (what it could really have): PV and mall load of each later hour are the mean of the
-  same hour on the previous :data:`FORECAST_DAYS` days (this hour's are observed), and only the EVs
-  plugged in now are planned (arrivals are unknown; the guarantee serves them when they come).
+- ``forecast`` (what it could really have): PV and mall load of each later hour are the ``past_days``
+  forecast the agents see by default (site/forecasts.py: the mean of the same hour on the previous 3 days;
+  this hour's are observed), and only the EVs plugged in now are planned (arrivals are unknown; the
+  guarantee serves them when they come).
 Prices and the grid's carbon intensity are a published schedule: known in both.
 
 The stored energy left at the horizon's end is worth the cheapest import of the horizon x the
@@ -26,10 +27,10 @@ from iquitos_lightning.envs.actions import power_to_action
 from iquitos_lightning.envs.objectives import TARIFF, TariffWeights, check_objective, peak_window_steps
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights
 from iquitos_lightning.envs.state import SiteState
+from iquitos_lightning.site.forecasts import PAST_DAYS, forecast_table
 from iquitos_lightning.site.series import SiteSeries
 
 HORIZON_H = 24
-FORECAST_DAYS = 3
 FORECASTS = ("perfect", "forecast")
 
 
@@ -54,21 +55,17 @@ class MPCController:
         self.departure = sessions["departure_step"].to_numpy(dtype=int)
         self.socket = sessions["socket"].to_numpy(dtype=int)
         self.need = series.session_energy_needed_kwh()
+        # [T, horizon - 1] the later hours of each hour's window as the agents see them (None: perfect, the truth)
+        ahead = np.arange(1, horizon)
+        self.pv_ahead = forecast_table(series.pv_kw, ahead, PAST_DAYS) if forecast == "forecast" else None
+        self.mall_ahead = forecast_table(series.mall_kw, ahead, PAST_DAYS) if forecast == "forecast" else None
         self.solve_seconds = 0.0
         self.solves = 0
 
-    def _profile(self, values: np.ndarray, now: float, t: int, hours: int) -> np.ndarray:
-        if self.forecast == "perfect":
+    def _profile(self, values: np.ndarray, ahead: np.ndarray | None, now: float, t: int, hours: int) -> np.ndarray:
+        if self.forecast == "perfect" or ahead is None:
             return values[t : t + hours]
-        steps = np.arange(t, t + hours)
-        guesses = []
-        for day in range(1, FORECAST_DAYS + 1):
-            past = steps - 24 * ((steps - t) // 24 + day)
-            guesses.append(np.where(past >= 0, values[np.clip(past, 0, None)], np.nan))
-        guess = np.nanmean(np.stack(guesses), axis=0) if t >= 24 else np.full(hours, now)
-        guess = np.where(np.isnan(guess), now, guess)
-        guess[0] = now
-        return guess
+        return np.concatenate([[now], ahead[t, : hours - 1]])
 
     def act(self, state: SiteState) -> np.ndarray:
         t = state.time_step
@@ -92,8 +89,8 @@ class MPCController:
         end = np.minimum(end, hours)
         months = self.month[t : t + hours]
         window = Window(
-            pv_kw=self._profile(self.series.pv_kw, state.pv_kw, t, hours),
-            mall_kw=self._profile(self.series.mall_kw, state.mall_kw, t, hours),
+            pv_kw=self._profile(self.series.pv_kw, self.pv_ahead, state.pv_kw, t, hours),
+            mall_kw=self._profile(self.series.mall_kw, self.mall_ahead, state.mall_kw, t, hours),
             price_per_kwh=self.series.price_per_kwh[t : t + hours],
             carbon_kg_per_kwh=self.series.carbon_intensity_kg_per_kwh[t : t + hours],
             in_peak_window=self.in_peak[t : t + hours],

@@ -9,7 +9,8 @@ room unused, so a fair yardstick for agents trained on ``tariff`` adds what a pr
    full every night instead wastes the surplus (it then has nowhere to go).
 2. **flat peak**: in the peak window discharge so that the import stays at one flat level over the
    window's remaining hours, the level that spends the energy the BESS has (water-filling on the net
-   load: this hour's is observed, later hours' are the previous day's same hours). That lowers the
+   load: this hour's is observed, later hours' are the ``past_days`` forecast the agents and the shaver
+   prior plan with, site/forecasts.py). That lowers the
    month's peak import, which the demand charge bills, instead of covering the first hours fully and
    then running empty.
 EVs and PV surplus are handled as by :class:`~iquitos_lightning.control.references.RuleBasedController`.
@@ -21,11 +22,12 @@ import numpy as np
 
 from iquitos_lightning.control.references import RuleBasedController
 from iquitos_lightning.envs.shaver_prior import flat_import_level
+from iquitos_lightning.envs.site_tables import window_rest
 from iquitos_lightning.envs.state import SiteState
+from iquitos_lightning.site.forecasts import FORECAST_DAYS
 from iquitos_lightning.site.series import SiteSeries
 
 NIGHT_END_HOUR = 7
-FORECAST_DAYS = 3
 
 
 def flat_level(net_kw: np.ndarray, energy_kwh: float) -> float:
@@ -45,6 +47,7 @@ class TariffRuleController(RuleBasedController):
         surplus = np.clip(series.pv_kw - series.mall_kw, 0.0, None)
         days = len(surplus) // 24
         self.daily_surplus_kwh = surplus[: days * 24].reshape(days, 24).sum(1)
+        self.window_rest_kw, self.window_rest_open = window_rest(series)  # the later window hours' forecast
 
     def forecast_surplus_kwh(self, time_step: int) -> float:
         """Today's PV surplus as the mean of the previous days' (the first day: none known, so none assumed)."""
@@ -64,9 +67,7 @@ class TariffRuleController(RuleBasedController):
             return min(missing_kwh / (NIGHT_END_HOUR - hour), bess.power_kw)
         if grid.peak_start_hour <= hour < grid.peak_end_hour and net_load_kw > 0:
             t = state.time_step
-            later = np.arange(t + 1, t + grid.peak_end_hour - hour)
-            past = np.clip(later - 24, 0, None)
-            forecast = self.series.mall_kw[past] - self.series.pv_kw[past]
+            forecast = self.window_rest_kw[t][self.window_rest_open[t]]
             available_kwh = max(state.bess_soc - bess.soc_min, 0.0) * bess.capacity_kwh * eta
             level = flat_level(np.concatenate([[net_load_kw], forecast]), available_kwh)
             return -min(max(net_load_kw - level, 0.0), bess.power_kw, available_kwh)

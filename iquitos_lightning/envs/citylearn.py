@@ -59,6 +59,7 @@ from iquitos_lightning.fastpath.citylearn_step import citylearn_transition
 from iquitos_lightning.metrics.flows import DEPARTURE_COLUMNS, FLOW_COLUMNS
 from iquitos_lightning.site.build import charger_id, ev_name
 from iquitos_lightning.site.config import SiteConfig
+from iquitos_lightning.site.forecasts import PAST_DAYS, check_forecasts
 from iquitos_lightning.site.series import SiteSeries
 
 
@@ -92,6 +93,7 @@ class IquitosEnv(gym.Env):
         stored_energy_value: float = 0.0,
         shaping_gamma: float = 0.99,
         observation: str = AUTO,
+        forecasts: str = PAST_DAYS,
     ) -> None:
         self.schema_path = Path(schema_path)
         self.series = series
@@ -104,6 +106,7 @@ class IquitosEnv(gym.Env):
         self.objective = objectives.check_objective(objective)
         self.demand_period = objectives.check_demand_period(demand_period)
         self.observation = resolve_observation(observation, action_layout)  # "full" or "compact"
+        self.forecasts = check_forecasts(forecasts)  # what the coming hours' PV and mall are (site/forecasts.py)
         # tariff training aid (objectives.stored_energy_shaping): PEN per kWh in the BESS, and the agent's discount
         self.stored_energy_value = stored_energy_value
         self.shaping_gamma = shaping_gamma
@@ -132,7 +135,7 @@ class IquitosEnv(gym.Env):
     def _precompute(self) -> None:
         """Per-step session facts [T, S] and the constant part of the observations (shared with the twin)."""
         tables = build_site_tables(
-            self.series, self.reward_scales, self.objective, self.demand_period, self.observation
+            self.series, self.reward_scales, self.objective, self.demand_period, self.observation, self.forecasts
         )
         self.tables = tables
         self.demand_period_start = tables.demand_period_start

@@ -48,10 +48,11 @@ from iquitos_lightning.envs.actions import LAYOUTS, action_count
 from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.envs.gym_env import FlatGymEnv, SpecsOnly, is_flat_box_env
 from iquitos_lightning.envs.objectives import DEMAND_PERIODS, OBJECTIVES, TARIFF
-from iquitos_lightning.envs.site_data import site_config_of
+from iquitos_lightning.envs.site_data import site_config_of, site_years
 from iquitos_lightning.envs.site_tables import AUTO, OBSERVATION_MODES, observation_names, resolve_observation
 from iquitos_lightning.envs.start_peak import check_start_peak
 from iquitos_lightning.errors import ConfigError
+from iquitos_lightning.site.forecasts import PAST_DAYS, check_forecasts
 
 IQUITOS = "iquitos"
 WORKER_IGNORED_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # the group's stop signals: for the training process
@@ -106,6 +107,15 @@ class EnvConfig:
     # Iquitos evaluation env (validate, test): "citylearn" (default) or "twin", bit-equal and ~10x faster for a year
     # of the default site (envs/twin_gym.py): what makes evaluation at intervals during training affordable.
     eval_backend: str = CITYLEARN
+    # Iquitos: what the observation holds of the coming hours' PV and mall load, and what the priors plan with
+    # (site/forecasts.py): "past_days" (the same hours of the previous 3 days: what a site has) or "oracle" (the
+    # true series, as CityLearn's predictions: an upper bound for value-of-information rows)
+    forecasts: str = PAST_DAYS
+    # Twin training only: train on these years of the site profile (the profile with its seed replaced: mall noise,
+    # cloudiness and EV sessions drawn afresh, built once each under data_root); env b of the batch runs year
+    # b % len. Evaluation stays on ``site`` itself, a year the agent never trained on unless its seed is listed.
+    # None: train on ``site``.
+    train_site_seeds: list[int] | None = None
 
     def __post_init__(self) -> None:
 
@@ -118,6 +128,12 @@ class EnvConfig:
         if self.stored_energy_value and self.objective != TARIFF:
             raise ValueError("stored_energy_value (reward shaping) is for the tariff objective")
         check_start_peak(self.start_peak)
+        check_forecasts(self.forecasts)
+        if self.train_site_seeds is not None:
+            if self.backend != TWIN or self.name != IQUITOS:
+                raise ValueError("train_site_seeds (training years) needs the twin backend of the Iquitos site")
+            if not self.train_site_seeds:
+                raise ValueError("train_site_seeds must list at least one seed (or be null: train on the site)")
         if self.demand_period not in DEMAND_PERIODS:
             raise ValueError(f"demand_period must be one of {DEMAND_PERIODS}, got {self.demand_period!r}")
         if (self.start != "zero" or self.episode_hours is not None) and self.backend != TWIN:
@@ -208,6 +224,7 @@ def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
             episode_hours=config.episode_hours,
             start_peak=config.start_peak,
             seed=config.seed,
+            years=training_years(config),
             **site_env_options(config),
         )
     return _make_single_env(config, config.eval_seed if evaluation else config.seed, evaluation=evaluation)
@@ -229,6 +246,13 @@ def env_specs(config: EnvConfig) -> EnvBase:
     return SpecsOnly(observation, action)
 
 
+def training_years(config: EnvConfig) -> list[Any]:
+    """The built series of ``config.train_site_seeds``' years (none: the twin trains on ``config.site``)."""
+    if not config.train_site_seeds:
+        return []
+    return site_years(config.site, config.train_site_seeds, Path(config.data_root))
+
+
 def site_env_options(config: EnvConfig) -> dict[str, Any]:
     """The control-problem options both Iquitos simulators take (action layout, EV guarantee, objective...)."""
     return {
@@ -239,6 +263,7 @@ def site_env_options(config: EnvConfig) -> dict[str, Any]:
         "demand_period": config.demand_period,
         "stored_energy_value": config.stored_energy_value,
         "shaping_gamma": config.shaping_gamma,
+        "forecasts": config.forecasts,
     }
 
 

@@ -68,6 +68,9 @@ class RewardScales:
     max_price: float
     max_carbon: float
     ev_power_kw: float  # all sockets at full power
+    # the mall's largest hourly load: the observation's mall columns are divided by it (a constant of the site's
+    # reported year, so that every training year of a multi-year twin is seen on the same scale)
+    mall_max_kw: float = 1.0
 
     @classmethod
     def for_series(cls, series: SiteSeries) -> RewardScales:
@@ -79,6 +82,7 @@ class RewardScales:
             max_price=max(float(series.price_per_kwh.max()), 1e-9),
             max_carbon=max(float(series.carbon_intensity_kg_per_kwh.max()), 1e-9),
             ev_power_kw=max(ev_power, 1e-9),
+            mall_max_kw=max(float(series.mall_kw.max()), 1e-9),
         )
 
 

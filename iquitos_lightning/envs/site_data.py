@@ -6,10 +6,13 @@ series); both call :func:`built_site`, so a path, a cache folder or a config obj
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 
 from iquitos_lightning.site.build import BuildResult, build_site
 from iquitos_lightning.site.config import SiteConfig, load_site_config
+from iquitos_lightning.site.series import SiteSeries
 
 
 def site_config_of(site: str | Path | SiteConfig) -> SiteConfig:
@@ -21,3 +24,18 @@ def built_site(site: str | Path | SiteConfig, data_root: Path) -> BuildResult:
     """The site's CityLearn schema and series under ``data_root/<name>``, built once and then reused (by hash)."""
     site_config = site_config_of(site)
     return build_site(site_config, Path(data_root) / site_config.name, progress=False)
+
+
+def site_year(site: str | Path | SiteConfig, seed: int) -> SiteConfig:
+    """The site profile with its series drawn from ``seed``: another year of the same statistics (mall noise,
+    cloudiness, EV sessions drawn afresh; calendar, plant and tariff unchanged), named ``<name>-seed<seed>``."""
+    config = site_config_of(site)
+    if seed == config.seed:
+        return config
+    return dataclasses.replace(config, name=f"{config.name}-seed{seed}", seed=seed)
+
+
+def site_years(site: str | Path | SiteConfig, seeds: Sequence[int], data_root: Path) -> list[SiteSeries]:
+    """The built series of ``site``'s years drawn from ``seeds`` (:func:`site_year`), each built once under
+    ``data_root`` and then read back: the training years of a multi-year twin."""
+    return [built_site(site_year(site, seed), data_root).series for seed in seeds]

@@ -32,6 +32,7 @@ from iquitos_lightning.envs.objectives import (
 )
 from iquitos_lightning.envs.reward import RewardScales
 from iquitos_lightning.site.config import HOURS_PER_DAY
+from iquitos_lightning.site.forecasts import ORACLE, PAST_DAYS, check_forecasts, forecast_table
 from iquitos_lightning.site.series import SiteSeries
 
 FORECAST_STEPS = (1, 2, 3)
@@ -147,11 +148,16 @@ def build_site_tables(
     objective: str = THESIS,
     demand_period: str = MONTH,
     observation: str = FULL,
+    forecasts: str = PAST_DAYS,
 ) -> SiteTables:
     """Session facts per step and the exogenous part of the observations, normalised by fixed site scales.
 
     ``observation`` is the layout (``full`` or ``compact``, :func:`resolve_observation` turns ``auto`` into one).
+    ``forecasts`` (site/forecasts.py) is what the PV and mall columns of later hours hold, and what the shaver's
+    rest-of-window forecast is made of: ``past_days`` (the previous days' same hours) or ``oracle`` (the truth).
+    Every scale is a constant of ``reward_scales`` or the site config, never of this series' later hours.
     """
+    check_forecasts(forecasts)
     names = observation_names(series.config.ev.socket_count, objective, observation)
     hours, sockets = series.hours, series.config.ev.socket_count
     sessions = series.sessions
@@ -181,14 +187,14 @@ def build_site_tables(
         np.sin(2 * np.pi * month / 12),
         np.cos(2 * np.pi * month / 12),
     ]
-    for values, scale in (
-        (series.pv_kw, config.pv.ac_limit_kw),
-        (series.mall_kw, max(float(series.mall_kw.max()), 1e-9)),
-        (series.price_per_kwh, reward_scales.max_price),
+    mall_scale = max(reward_scales.mall_max_kw, 1e-9)
+    for values, scale, known in (
+        (series.pv_kw, config.pv.ac_limit_kw, forecasts),
+        (series.mall_kw, mall_scale, forecasts),
+        (series.price_per_kwh, reward_scales.max_price, ORACLE),  # a published schedule
     ):
-        for ahead in (0, *FORECAST_STEPS):
-            shifted = np.concatenate([values[ahead:], np.repeat(values[-1:], ahead)])
-            exogenous.append(shifted / scale)
+        exogenous.append(values / scale)
+        exogenous += list((forecast_table(values, FORECAST_STEPS, known) / scale).T)
     if observation == FULL:
         exogenous.append(series.carbon_intensity_kg_per_kwh / reward_scales.max_carbon)
     month_start = month_start_steps(config, hours)
@@ -196,17 +202,12 @@ def build_site_tables(
         opened = np.maximum.accumulate(np.where(month_start, np.arange(hours), 0))
         month_hours = pd.Series(times.days_in_month.to_numpy() * HOURS_PER_DAY)
         exogenous.append((np.arange(hours) - opened) / month_hours.to_numpy())
-        for values, scale in (
-            (series.pv_kw, config.pv.ac_limit_kw),
-            (series.mall_kw, max(float(series.mall_kw.max()), 1e-9)),
-        ):
-            for ahead in DAY_AHEAD_STEPS:
-                shifted = np.concatenate([values[ahead:], np.repeat(values[-1:], ahead)])
-                exogenous.append(shifted / scale)
+        for values, scale in ((series.pv_kw, config.pv.ac_limit_kw), (series.mall_kw, mall_scale)):
+            exogenous += list((forecast_table(values, DAY_AHEAD_STEPS, forecasts) / scale).T)
     bess_kw = max(config.bess.power_kw, 1e-9)
     if observation == COMPACT:  # what the BESS would have to cover (+) or could store (-), in its own power
         exogenous.append((series.mall_kw - series.pv_kw) / bess_kw)
-    rest_kw, rest_open = window_rest(series)
+    rest_kw, rest_open = window_rest(series, forecasts)
     return SiteTables(
         session_of=session_of,
         connected=session_of >= 0,
@@ -228,10 +229,11 @@ def build_site_tables(
     )
 
 
-def window_rest(series: SiteSeries) -> tuple[np.ndarray, np.ndarray]:
-    """The mall load minus PV of the later hours of each step's peak window ([T, W-1], 0 where there is none) and
-    which entries are such hours ([T, W-1] bool): the forecasts the ``shaver_residual`` layout water-fills with
-    (envs/shaver_prior.py), the same values the ``tariff`` observation's day-ahead PV and mall forecasts carry."""
+def window_rest(series: SiteSeries, forecasts: str = PAST_DAYS) -> tuple[np.ndarray, np.ndarray]:
+    """The forecast mall load minus PV of the later hours of each step's peak window ([T, W-1], 0 where there is
+    none) and which entries are such hours ([T, W-1] bool): what the ``shaver_residual`` layout water-fills with
+    (envs/shaver_prior.py), the same ``forecasts`` the ``tariff`` observation's day-ahead PV and mall columns
+    carry (site/forecasts.py)."""
     grid, hours = series.config.grid, series.hours
     width = grid.peak_end_hour - grid.peak_start_hour
     hour = np.arange(hours) % HOURS_PER_DAY
@@ -239,8 +241,8 @@ def window_rest(series: SiteSeries) -> tuple[np.ndarray, np.ndarray]:
     ahead = np.arange(1, width)
     later = np.arange(hours)[:, None] + ahead[None, :]
     open_ = in_window[:, None] & (hour[:, None] + ahead[None, :] < grid.peak_end_hour) & (later < hours)
-    net = series.mall_kw - series.pv_kw
-    rest = np.where(open_, net[np.minimum(later, hours - 1)], 0.0)
+    net = forecast_table(series.mall_kw - series.pv_kw, ahead, forecasts)
+    rest = np.where(open_, net, 0.0)
     return rest, open_
 
 

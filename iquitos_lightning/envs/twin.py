@@ -39,6 +39,7 @@ episodes, so that one rollout of B envs sees B different times of the year, not 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,7 @@ from iquitos_lightning.envs.start_peak import (
 from iquitos_lightning.envs.twin_physics import SiteModels
 from iquitos_lightning.metrics.flows import DEPARTURE_COLUMNS, FLOW_COLUMNS
 from iquitos_lightning.site.config import SiteConfig
+from iquitos_lightning.site.forecasts import PAST_DAYS, check_forecasts
 from iquitos_lightning.site.series import SiteSeries
 
 F64 = torch.float64
@@ -109,6 +111,12 @@ class IquitosTwin(EnvBase):
         seed: the "random" schedule's generator seed.
         start_peak: where a ``tariff`` episode that starts after hour 0 starts its billed peak-to-date:
             "reference" (the peak shaver's at that hour, envs/start_peak.py) or "zero".
+        forecasts: what the observation's coming hours and the shaver prior's forecasts are (site/forecasts.py):
+            "past_days" (what a site has) or "oracle" (the true series).
+        years: training years (built sites of the same profile, other seeds; :func:`site_years`): env b of B
+            simulates ``years[b % len(years)]``. ``series`` still sets every scale (observation, reward, the
+            ``grid_target`` centre), so each year is seen on the scale of the year the agent is evaluated on.
+            Empty: every env simulates ``series``.
     """
 
     batch_locked = True
@@ -136,6 +144,8 @@ class IquitosTwin(EnvBase):
         seed: int = 0,
         observation: str = AUTO,
         start_peak: str = REFERENCE_PEAK,
+        forecasts: str = PAST_DAYS,
+        years: Sequence[SiteSeries] = (),
     ) -> None:
         if start not in START_SCHEDULES:
             raise ValueError(f"start must be one of {START_SCHEDULES}, got {start!r}")
@@ -146,6 +156,10 @@ class IquitosTwin(EnvBase):
         self.episode_hours = episode_hours
         self._start_generator = torch.Generator(device="cpu").manual_seed(seed)
         self.series = series
+        self.years = _same_site_years(series, years)
+        if record and len(self.years) > 1:
+            raise ValueError("record=True is for one year (KPIs): build the twin without years to record it")
+        self.forecasts = check_forecasts(forecasts)
         self.site_config: SiteConfig = series.config
         self.reward_weights = reward_weights or RewardWeights()
         self.reward_scales = RewardScales.for_series(series)
@@ -168,9 +182,13 @@ class IquitosTwin(EnvBase):
         self.record = record
         self.resets_done = 0  # episode counter, read by the agents' checkpoints like EpisodeSeeding's
         self.models = SiteModels.from_schema(schema_path, self.sockets, self.device)
-        self.tables = build_site_tables(
-            series, self.reward_scales, self.objective, self.demand_period, self.observation
-        )
+        self.year_tables = [
+            build_site_tables(year, self.reward_scales, self.objective, self.demand_period, self.observation, forecasts)
+            for year in self.years
+        ]
+        self.tables = self.year_tables[0]
+        # env b reads its year's rows of the tables stacked year after year: row = year offset + clock
+        self._row_offset = (torch.arange(num_envs, device=self.device) % len(self.years)) * self.hours
         self._load_tables()
         self._make_specs()
         self._allocate_state()
@@ -183,49 +201,40 @@ class IquitosTwin(EnvBase):
 
     # ----- construction ----------------------------------------------------------------------
     def _load_tables(self) -> None:
-        """The per-step tensors [T, ...] every step indexes with the envs' clocks."""
-        device, tables, series = self.device, self.tables, self.series
-        hours, sockets = self.hours, self.sockets
+        """The per-step tensors [Y x T, ...] (the years' tables one after the other) every step indexes with the
+        envs' rows (year offset + clock)."""
+        device = self.device
 
-        def tensor(values: Any, dtype: torch.dtype = F64) -> torch.Tensor:
-            return torch.tensor(np.asarray(values), dtype=dtype, device=device)
+        def tensor(parts: list[Any], dtype: torch.dtype = F64) -> torch.Tensor:
+            return torch.tensor(np.concatenate([np.asarray(part) for part in parts]), dtype=dtype, device=device)
+
+        years = [_year_arrays(series, tables) for series, tables in zip(self.years, self.year_tables, strict=True)]
+
+        def stacked(name: str, dtype: torch.dtype = F64) -> torch.Tensor:
+            return tensor([year[name] for year in years], dtype)
 
         # Observation of every step with the state columns (and the socket SOCs) still 0.
-        self._observation_table = tensor(observation_table(tables), torch.float32)
-        self._bess_index = tables.bess_soc_index
-        self._state_end = tables.bess_soc_index + tables.state_width
-        self._connected = tensor(tables.connected, torch.bool)
-        self._required_soc = tensor(tables.required_soc)
-        self._hours_left = tensor(tables.hours_to_departure)
-        self._charger_kw = tensor(series.socket_charger_kw)
-        self._in_peak_window = tensor(tables.in_peak_window)
-        self._window_rest_kw = tensor(tables.window_rest_kw)
-        self._window_rest_open = tensor(tables.window_rest_open, torch.bool)
-        self._demand_period_start = tensor(tables.demand_period_start, torch.bool)
-        # Sessions leaving at the start of t + 1 are those plugged at t with one hour to go.
-        self._departing = self._connected & tensor(tables.hours_to_departure == 1, torch.bool)
-        sessions = series.sessions
-        steps, socket = sessions["arrival_step"].to_numpy(int), sessions["socket"].to_numpy(int)
-        inside = steps < hours
-        arrival_soc = np.zeros((hours, sockets))
-        arrival_soc[steps[inside], socket[inside]] = sessions["arrival_soc"].to_numpy(float)[inside]
-        arriving = np.zeros((hours, sockets), dtype=bool)
-        arriving[steps[inside], socket[inside]] = True
-        self._arriving = tensor(arriving, torch.bool)
+        self._observation_table = tensor([observation_table(tables) for tables in self.year_tables], torch.float32)
+        self._bess_index = self.tables.bess_soc_index
+        self._state_end = self.tables.bess_soc_index + self.tables.state_width
+        self._connected = stacked("connected", torch.bool)
+        self._required_soc = stacked("required_soc")
+        self._hours_left = stacked("hours_left")
+        self._charger_kw = torch.tensor(self.series.socket_charger_kw, dtype=F64, device=device)
+        self._in_peak_window = stacked("in_peak_window")
+        self._window_rest_kw = stacked("window_rest_kw")
+        self._window_rest_open = stacked("window_rest_open", torch.bool)
+        self._demand_period_start = stacked("demand_period_start", torch.bool)
+        self._departing = stacked("departing", torch.bool)
+        self._arriving = stacked("arriving", torch.bool)
         # CityLearn reads the arrival SOC from the charger CSV as float32 and forces it into a float32 array.
-        self._arrival_soc = tensor(arrival_soc, torch.float32)
-        # The session's own arrival SOC (float64), from which the env measures the energy delivered.
-        session_arrival = np.zeros((hours, sockets))
-        plugged = tables.session_of >= 0
-        session_arrival[plugged] = sessions["arrival_soc"].to_numpy(float)[tables.session_of[plugged]]
-        self._session_arrival_soc = session_arrival
-        self._session_arrival_soc_f32 = tensor(session_arrival, torch.float32)  # a mid-session start's EV SOC
-        self._battery_kwh = tensor(series.socket_battery_kwh)
+        self._arrival_soc = stacked("arrival_soc", torch.float32)
+        self._session_arrival_soc = years[0]["session_arrival_soc"]  # record (one year): the energy delivered
+        self._session_arrival_soc_f32 = stacked("session_arrival_soc", torch.float32)  # a mid-session start's EV SOC
+        self._battery_kwh = torch.tensor(self.series.socket_battery_kwh, dtype=F64, device=device)
         # [T, 4] float64: PV, mall, price, carbon; [T, 2] float32: mall and the building's PV term (-PV).
-        self._hourly = tensor(
-            np.column_stack([series.pv_kw, series.mall_kw, series.price_per_kwh, series.carbon_intensity_kg_per_kwh])
-        )
-        self._hourly_f32 = tensor(np.column_stack([series.mall_kw, -series.pv_kw]), torch.float32)
+        self._hourly = stacked("hourly")
+        self._hourly_f32 = stacked("hourly_f32", torch.float32)
 
     def _make_specs(self) -> None:
         batch = self.batch_size
@@ -265,19 +274,20 @@ class IquitosTwin(EnvBase):
         reset = reset.reshape(-1, 1)
         self.resets_done += 1
         first_step = self._first_steps(reset[:, 0])
+        first_row = first_step + self._row_offset
         state.t = torch.where(reset[:, 0], first_step, state.t)
         state.start = torch.where(reset[:, 0], first_step, state.start)
         start = batteries.start_soc.expand(self.num_envs, -1).clone()  # StorageDevice.reset
         if self.start == ZERO:  # CityLearn's own reset (bit-equal): the float32 arrival SOC of the CSV at step 0
-            start[:, 1:] = torch.where(self._connected[0], self._arrival_soc[0], 0.0)
+            start[:, 1:] = torch.where(self._connected[first_row], self._arrival_soc[first_row], 0.0)
         else:
-            start[:, 1:] = torch.where(self._connected[first_step], self._session_arrival_soc_f32[first_step], 0.0)
+            start[:, 1:] = torch.where(self._connected[first_row], self._session_arrival_soc_f32[first_row], 0.0)
         state.soc = torch.where(reset, start, state.soc)
         if state.capacity is not None:
             state.capacity = torch.where(reset, batteries.capacity, state.capacity)
-        peak = torch.zeros_like(state.peak) if self._start_peaks is None else self._start_peaks[first_step]
+        peak = torch.zeros_like(state.peak) if self._start_peaks is None else self._start_peaks[first_row]
         state.peak = torch.where(reset[:, 0], peak, state.peak)
-        fresh = self._observe(first_step, start[:, 0], start[:, 1:], peak)
+        fresh = self._observe(first_row, start[:, 0], start[:, 1:], peak)
         state.observation = torch.where(reset, fresh, state.observation)
         if self.record:
             state.flows[reset[:, 0]] = 0.0
@@ -310,23 +320,27 @@ class IquitosTwin(EnvBase):
         return first
 
     def _reference_peaks(self, schema_path: Path) -> torch.Tensor:
-        """[T] the billed peak-to-date at each step of the reference year (envs/start_peak.py): the peak shaver's
-        zero action in a one-env twin of this site from hour 0, with this twin's demand period and EV guarantee."""
-        options = (self.demand_period, self.ev_guarantee)
+        """[Y x T] the billed peak-to-date at each step of each year's reference run (envs/start_peak.py): the peak
+        shaver's zero action in a one-env twin of that year from hour 0, with this twin's demand period, EV
+        guarantee and forecasts."""
+        options = (self.demand_period, self.ev_guarantee, self.forecasts)
 
-        def run() -> np.ndarray:
+        def run(series: SiteSeries) -> np.ndarray:
             reference = IquitosTwin(
                 schema_path,
-                self.series,
+                series,
                 action_layout=SHAVER_RESIDUAL,
                 ev_guarantee=self.ev_guarantee,
                 objective=objectives.TARIFF,
                 demand_period=self.demand_period,
+                forecasts=self.forecasts,
             )
             return peak_at_each_step(reference)
 
-        peaks = cached_peaks(reference_key(schema_path, self.series, *options), run)
-        return torch.tensor(peaks, dtype=F64, device=self.device)
+        peaks = [
+            cached_peaks(reference_key(schema_path, year, *options), lambda year=year: run(year)) for year in self.years
+        ]
+        return torch.tensor(np.concatenate(peaks), dtype=F64, device=self.device)
 
     @property
     def peak_to_date_kw(self) -> torch.Tensor:
@@ -378,22 +392,23 @@ class IquitosTwin(EnvBase):
         """
         models = self.models
         action = action.to(F64).clamp(-1.0, 1.0)
-        connected = self._connected[t]
-        required = self._required_soc[t]
+        row = t + self._row_offset  # each env's row of the stacked years' tables
+        connected = self._connected[row]
+        required = self._required_soc[row]
 
         # The env's action -> each socket's kW inside its band -> the fraction of charger power CityLearn takes.
         bands = socket_bands(
             connected,
             soc[:, 1:],
             required,
-            self._hours_left[t],
+            self._hours_left[row],
             self._battery_kwh,
             self._charger_kw,
             charger_efficiency=self.charger_efficiency,
             guarantee=self.ev_guarantee,
         )
-        hourly, hourly_f32 = self._hourly[t], self._hourly_f32[t]
-        in_window = self._in_peak_window[t]
+        hourly, hourly_f32 = self._hourly[row], self._hourly_f32[row]
+        in_window = self._in_peak_window[row]
         action = applied_action(
             self.action_layout,
             action,
@@ -405,8 +420,8 @@ class IquitosTwin(EnvBase):
             bess=self.site_config.bess,
             max_import_kw=self.reward_scales.max_import_kw,
             import_centre_kw=self.import_centre_kw,
-            window_rest_kw=self._window_rest_kw[t],
-            window_rest_open=self._window_rest_open[t],
+            window_rest_kw=self._window_rest_kw[row],
+            window_rest_open=self._window_rest_open[row],
         )
         socket_fraction = socket_power(self.action_layout, action, bands) / self._charger_kw
         physical = torch.cat([action[:, :1], socket_fraction], -1)
@@ -424,7 +439,7 @@ class IquitosTwin(EnvBase):
         grid_import = net.clamp_min(0.0)
 
         useful_kwh = torch.minimum(socket_kw, (required - soc_before).clamp_min(0.0) * self._battery_kwh).sum(-1)
-        departing = self._departing[t]
+        departing = self._departing[row]
         gap_kwh = (required - soc_after).clamp_min(0.0) * self._battery_kwh
         bess_kw = bess_kw.to(F64)
         bess_charge = bess_kw.clamp_min(0.0)
@@ -455,7 +470,7 @@ class IquitosTwin(EnvBase):
         # Advance the clocks: standby loss, then the EVs plugged at the next step (arrivals forced).
         t_next = t + 1
         terminated = (t_next >= self.hours)[:, None]
-        step = t_next.clamp_max(self.hours - 1)
+        step = t_next.clamp_max(self.hours - 1) + self._row_offset  # the next step's row
         soc_next = models.batteries.standby(soc_end)
         starting = torch.where(self._arriving[step], self._arrival_soc[step], soc_next[:, 1:])
         soc_next[:, 1:] = torch.where(self._connected[step], starting, 0.0)
@@ -505,8 +520,9 @@ class IquitosTwin(EnvBase):
     def _observe(
         self, step: torch.Tensor, bess_soc: torch.Tensor, socket_soc: torch.Tensor, peak: torch.Tensor
     ) -> torch.Tensor:
-        """The float32 observations: the step's table row with the state columns (BESS SOC, the peak, the fleet
-        sums of ``compact``; the socket SOCs of ``full``) written in, by the CityLearn env's functions."""
+        """The float32 observations: the step's table row (``step``: each env's row, year offset + clock) with the
+        state columns (BESS SOC, the peak, the fleet sums of ``compact``; the socket SOCs of ``full``) written in,
+        by the CityLearn env's functions."""
         observation = self._observation_table[step]
         bands = connected = hours_left = None
         if self.observation == COMPACT:  # the band the next action maps onto, as _simulate computes it
@@ -531,6 +547,62 @@ class IquitosTwin(EnvBase):
     def _require_record(self) -> None:
         if not self.record:
             raise RuntimeError("build the twin with record=True to read its flows and departures")
+
+
+def _same_site_years(series: SiteSeries, years: Sequence[SiteSeries]) -> list[SiteSeries]:
+    """``years`` (or ``[series]``), refused unless each is a year of ``series``' site: the same hours, sockets and
+    physics; the stacked tables and the one set of models need that."""
+    years = list(years) or [series]
+    for year in years:
+        config = year.config
+        same = (
+            year.hours == series.hours
+            and np.array_equal(year.socket_charger_kw, series.socket_charger_kw)
+            and np.array_equal(year.socket_battery_kwh, series.socket_battery_kwh)
+            and config.bess == series.config.bess
+            and config.grid == series.config.grid
+            and config.calendar == series.config.calendar
+        )
+        if not same:
+            raise ValueError(
+                f"training year {config.name!r} is not a year of site {series.config.name!r}: a twin batches years "
+                "of one site profile (same calendar, sockets, BESS and grid; other seeds)"
+            )
+    return years
+
+
+def _year_arrays(series: SiteSeries, tables: Any) -> dict[str, np.ndarray]:
+    """The per-step arrays [T, ...] of one year the twin's step reads (numpy; stacked by ``_load_tables``)."""
+    hours, sockets = series.hours, series.config.ev.socket_count
+    sessions = series.sessions
+    steps, socket = sessions["arrival_step"].to_numpy(int), sessions["socket"].to_numpy(int)
+    inside = steps < hours
+    arrival_soc = np.zeros((hours, sockets))
+    arrival_soc[steps[inside], socket[inside]] = sessions["arrival_soc"].to_numpy(float)[inside]
+    arriving = np.zeros((hours, sockets), dtype=bool)
+    arriving[steps[inside], socket[inside]] = True
+    # The session's own arrival SOC (float64), from which the env measures the energy delivered.
+    session_arrival = np.zeros((hours, sockets))
+    plugged = tables.session_of >= 0
+    session_arrival[plugged] = sessions["arrival_soc"].to_numpy(float)[tables.session_of[plugged]]
+    return {
+        "connected": tables.connected,
+        "required_soc": tables.required_soc,
+        "hours_left": tables.hours_to_departure,
+        "in_peak_window": tables.in_peak_window,
+        "window_rest_kw": tables.window_rest_kw,
+        "window_rest_open": tables.window_rest_open,
+        "demand_period_start": tables.demand_period_start,
+        # Sessions leaving at the start of t + 1 are those plugged at t with one hour to go.
+        "departing": tables.connected & (tables.hours_to_departure == 1),
+        "arriving": arriving,
+        "arrival_soc": arrival_soc,
+        "session_arrival_soc": session_arrival,
+        "hourly": np.column_stack(
+            [series.pv_kw, series.mall_kw, series.price_per_kwh, series.carbon_intensity_kg_per_kwh]
+        ),
+        "hourly_f32": np.column_stack([series.mall_kw, -series.pv_kw]),
+    }
 
 
 class _TwinState:

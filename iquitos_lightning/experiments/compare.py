@@ -44,7 +44,7 @@ import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from iquitos_lightning.control.baselines import run_baselines
+from iquitos_lightning.control.baselines import REFERENCES_VERSION, run_baselines
 from iquitos_lightning.experiments.launchers import Launcher, LauncherOptions
 from iquitos_lightning.report.comparison import (
     EV_SERVICE_TOLERANCE,
@@ -55,6 +55,7 @@ from iquitos_lightning.report.comparison import (
     plot_objective_and_co2_bars,
 )
 from iquitos_lightning.site.config import load_site_config
+from iquitos_lightning.site.forecasts import FORECASTS, PAST_DAYS
 
 AGENTS = ("sac", "ppo", "a2c")
 SAC_WARMUP_SHARE = 5  # SAC random warm-up at most budget / 5
@@ -69,6 +70,15 @@ def algorithm_of(entry: str) -> str:
     return entry.split("_", 1)[0]
 
 
+def split_entry(entry: str) -> tuple[str, str | None]:
+    """An ``--agents`` entry as (profile entry, forecasts): ``sac_fleet+oracle`` is ``sac_fleet``'s profile trained
+    and evaluated with ``env.forecasts=oracle`` (its own row: what perfect forecasts are worth)."""
+    base, plus, forecasts = entry.partition("+")
+    if plus and forecasts not in FORECASTS:
+        raise CompareError(f"--agents {entry!r}: after '+' comes a forecast kind, one of {', '.join(FORECASTS)}")
+    return base, forecasts or None
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One training run of the comparison (``agent`` is the row: ``sac``, or a variant such as ``ppo_fleet``)."""
@@ -79,6 +89,8 @@ class RunSpec:
     run_dir: Path
     frame_budget: int  # rounded up to whole rollouts of the profile
     overrides: tuple[str, ...]
+    forecasts: str = PAST_DAYS  # what the agent knew of the coming hours (env.forecasts)
+    train_site_seeds: tuple[int, ...] | None = None  # the site years it trained on (None: the evaluation year)
 
     @property
     def name(self) -> str:
@@ -145,7 +157,7 @@ def overrides_for(agent: str, overrides: list[str]) -> dict[str, str]:
             raise CompareError(f"override {override!r} is not [agent:]key=value")
         if scope and algorithm_of(scope) not in AGENTS:
             raise CompareError(f"override {override!r} names unknown agent {scope!r}: choose from {', '.join(AGENTS)}")
-        if scope in ("", agent, algorithm_of(agent)):
+        if scope in ("", agent, split_entry(agent)[0], algorithm_of(agent)):
             applicable[key] = value
     return applicable
 
@@ -177,9 +189,12 @@ def plan_runs(
     site_name = load_site_config(site_path).name
     specs = []
     for agent in agents:
-        path = profile_path(agent, profile, configs)
+        base, forecasts = split_entry(agent)
+        path = profile_path(base, profile, configs)
         init_args = yaml.safe_load(path.read_text())["model"]["init_args"]
         agent_overrides = overrides_for(agent, extra_overrides or [])
+        if forecasts:
+            agent_overrides[FORECASTS_KEY] = forecasts
         per_batch = int(agent_overrides.get(FRAMES_PER_BATCH, init_args["rollout"]["frames_per_batch"]))
         budget, period = budget_and_period(budgets[agent], per_batch, evaluations)
         objective = profile_objective(path, agent_overrides)
@@ -189,7 +204,10 @@ def plan_runs(
                 agent, init_args, budget
             )
             overrides += [f"--{key}={value}" for key, value in agent_overrides.items()]
-            specs.append(RunSpec(agent, seed, path, run_dir, budget, tuple(overrides)))
+            information = str(env_setting(path, agent_overrides, "forecasts", PAST_DAYS))
+            years = env_setting(path, agent_overrides, "train_site_seeds", None)
+            years = tuple(int(year) for year in yaml.safe_load(str(years))) if years not in (None, "null") else None
+            specs.append(RunSpec(agent, seed, path, run_dir, budget, tuple(overrides), information, years))
     return specs
 
 
@@ -226,6 +244,17 @@ def run_overrides(site_path: Path, seed: int, budget: int, period: int, run_dir:
 
 
 OBJECTIVE = "model.init_args.env.objective"
+FORECASTS_KEY = "model.init_args.env.forecasts"
+
+
+def env_setting(path: Path, overrides: dict[str, str], name: str, default: Any) -> Any:
+    """The profile's ``env.<name>`` as a run gets it: an override (``key`` or ``--key``) wins over the file."""
+    key = f"model.init_args.env.{name}"
+    for candidate in (key, f"--{key}"):
+        if candidate in overrides:
+            return overrides[candidate]
+    env = yaml.safe_load(path.read_text())["model"]["init_args"].get("env") or {}
+    return env.get(name, default)
 
 
 def profile_objective(path: Path, overrides: dict[str, str] | None = None) -> str:
@@ -327,8 +356,12 @@ def reference_kpis(site_path: Path, results_root: Path, console: Console) -> dic
     """``results/<site>/baselines.json`` of this exact site config, made by ``baselines`` when missing or stale."""
     site_config = load_site_config(site_path)
     path = results_root / site_config.name / "baselines.json"
-    if path.exists() and json.loads(path.read_text()).get("site_config_hash") == site_config.content_hash():
-        return json.loads(path.read_text())
+    if path.exists():
+        made = json.loads(path.read_text())
+        if made.get("site_config_hash") == site_config.content_hash() and (
+            made.get("references_version") == REFERENCES_VERSION
+        ):
+            return made
     console.print(f"[bold]No reference table for this site config at {path}: running `baselines` first[/]")
     run_baselines(site_path, results_root, console=console)
     return json.loads(path.read_text())
@@ -370,6 +403,8 @@ def run_compare(
             runs_by_agent[outcome.spec.agent].append(outcome.kpis)
     unavoidable = float(references["ev_unmet_unavoidable_kwh"])
     table = comparison_rows(references["kpis"], runs_by_agent, unavoidable, objective)
+    evaluation_seed = load_site_config(site_path).seed
+    add_information_columns(table, specs, evaluation_seed)
 
     site_name = references["site"]
     out_dir = results_root / site_name
@@ -379,6 +414,7 @@ def run_compare(
     settings = {"site": site_name, "objective": objective, "agents": agents, "seeds": list(range(seeds))}
     settings |= {"frames_requested": frames, "profile": profile, "extra_overrides": extra_overrides}
     settings["failed_runs"] = failed
+    settings["evaluation_site_seed"] = evaluation_seed
     first_overrides = dict(override.split("=", 1) for override in specs[0].overrides)
     settings["eval_backend"] = profile_eval_backend(specs[0].profile_path, first_overrides)
     metadata = run_metadata(command, specs, outcomes, **settings)
@@ -398,6 +434,41 @@ def run_compare(
     if failed:
         raise CompareError(f"{len(failed)} run(s) failed: {', '.join(failed)} (logs: <run>/compare.log)")
     return out_dir
+
+
+# What each reference row knows of the coming hours (control/: the rules react to the hour now; tariff_rule and
+# mpc_forecast plan with the past-days forecasts the agents see by default; mpc_perfect and the LP see the truth).
+REFERENCE_INFORMATION = {
+    "uncontrolled": "-",
+    "rule_based": "the hour now",
+    "tariff_rule": PAST_DAYS,
+    "mpc_forecast": PAST_DAYS,
+    "mpc_perfect": "oracle",
+    "optimum": "oracle (whole year)",
+}
+
+
+def trained_on(spec: RunSpec, evaluation_seed: int) -> str:
+    """The site years (seeds) a run trained on, said plainly when one of them is the evaluation year."""
+    if spec.train_site_seeds is None:
+        return f"{evaluation_seed} (the evaluation year)"
+    years = ", ".join(str(seed) for seed in spec.train_site_seeds)
+    return years + (" (incl. the evaluation year)" if evaluation_seed in spec.train_site_seeds else "")
+
+
+def add_information_columns(table: pd.DataFrame, specs: list[RunSpec], evaluation_seed: int) -> None:
+    """``information`` (what the row knew of the coming hours) and ``trained_on`` (site seeds) for every row."""
+    information: dict[str, str] = {}
+    years: dict[str, str] = {}
+    for name in table.index:
+        kind = next((key for key in REFERENCE_INFORMATION if str(name).startswith(key)), None)
+        if kind is not None:
+            information[name], years[name] = REFERENCE_INFORMATION[kind], "-"
+    for spec in specs:
+        information[spec.agent] = spec.forecasts
+        years[spec.agent] = trained_on(spec, evaluation_seed)
+    table["information"] = [information.get(name, "?") for name in table.index]
+    table["trained_on"] = [years.get(name, "?") for name in table.index]
 
 
 def _per_run(outcomes: list[RunOutcome]) -> dict[str, dict[str, Any]]:
@@ -424,9 +495,12 @@ def _comparison_report(markdown: str, metadata: dict, references: dict, table: p
         f"`tariff_rule` (rule-based + night BESS charge and flat peak-window import, previous-days forecasts), "
         f"`mpc_forecast_{objective}` / `mpc_perfect_{objective}` (24 h LP of this objective re-solved hourly, "
         f"previous-days / perfect forecasts), `optimum_{objective}` (the perfect-foresight LP of this objective).",
-        f"- Agents: mean ± std over seeds of one deterministic evaluation episode of the full year on {simulator}, "
-        "after training on the same year (there is no separate test year: the table measures control quality "
-        "on the year the agent was trained on, as the references do).",
+        f"- Every row is evaluated on site seed {metadata.get('evaluation_site_seed', '?')} (the reported year); "
+        "`trained on` gives the site years (seeds of the same profile: mall noise, cloudiness and EV sessions "
+        "drawn afresh) each agent trained on, `knew ahead` what it saw of the coming hours' PV and mall load "
+        "(`past_days`: the mean of the same hour on the previous 3 days, what a site has; `oracle`: the true "
+        "series). Prices and the calendar are a published schedule, known to every row.",
+        f"- Agents: mean ± std over seeds of one deterministic evaluation episode of the full year on {simulator}.",
         "- Gap closed = (value - rule_based) / (optimum - rule_based) on this objective: 0 % is the rule-based "
         "controller, 100 % the optimum, below 0 worse than the rule.",
         f"- EVs served: unmet EV energy at most the unavoidable {references['ev_unmet_unavoidable_kwh']:,.0f} kWh "

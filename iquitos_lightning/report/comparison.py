@@ -49,6 +49,8 @@ TABLE_KPIS = (
     "bess_equivalent_full_cycles",
 )
 EV_SERVICE_TOLERANCE = 0.01  # share of the EV energy served by the rule-based reference
+# Optional text columns of a table (experiments/compare.py adds them): what each row knew, and which years trained it
+INFORMATION_COLUMNS = {"information": "knew ahead", "trained_on": "trained on (site seeds)"}
 
 
 def gap_closed_pct(value: float, start: float, best: float) -> float:
@@ -142,8 +144,11 @@ def comparison_markdown(table: pd.DataFrame, currency: str = "PEN") -> str:
     """The table as Markdown: agents as ``mean +/- std (n seeds)``, EV service flagged where it fails."""
     objective = table.attrs.get("objective", "thesis")
     kpis = [kpi for kpi in TABLE_KPIS if kpi in table.columns]
-    headers = ["controller", *(_label(kpi, currency, objective) for kpi in kpis), "EVs served"]
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join([":---", *["---:"] * len(kpis), ":---:"]) + "|"]
+    notes = [column for column in INFORMATION_COLUMNS if column in table.columns]  # what each row knew
+    headers = ["controller", *(INFORMATION_COLUMNS[column] for column in notes)]
+    headers += [*(_label(kpi, currency, objective) for kpi in kpis), "EVs served"]
+    aligns = [":---", *[":---"] * len(notes), *["---:"] * len(kpis), ":---:"]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(aligns) + "|"]
     for controller, row in table.iterrows():
         seeds = int(row["seeds"])
         cells = []
@@ -154,7 +159,8 @@ def comparison_markdown(table: pd.DataFrame, currency: str = "PEN") -> str:
                 text += f" ± {_cell(kpi, std, objective)}"
             cells.append(text)
         name = f"{controller} ({seeds} seeds)" if seeds else str(controller)
-        lines.append("| " + " | ".join([name, *cells, "yes" if row["ev_served"] else "**NO**"]) + " |")
+        known = [str(row[column]) for column in notes]
+        lines.append("| " + " | ".join([name, *known, *cells, "yes" if row["ev_served"] else "**NO**"]) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -121,13 +121,15 @@ def test_numpy_and_torch_give_the_same_bits() -> None:
 def test_the_window_forecasts_are_the_later_hours_of_the_same_window(tmp_path: Path) -> None:
     twin = make_twin(TINY, data_root=tmp_path)
     series, grid = twin.series, twin.site_config.grid
-    rest, open_ = window_rest(series)
+    rest, open_ = window_rest(series)  # past_days: the same hours of the days before (one, on the second day)
     width = grid.peak_end_hour - grid.peak_start_hour
     assert rest.shape == open_.shape == (series.hours, width - 1)
     net = series.mall_kw - series.pv_kw
     first = 24 + grid.peak_start_hour  # the second day's window opens
     np.testing.assert_array_equal(open_[first], True)
-    np.testing.assert_array_equal(rest[first], net[first + 1 : first + width])
+    np.testing.assert_allclose(rest[first], net[first + 1 - 24 : first + width - 24], rtol=1e-12)
+    oracle, _ = window_rest(series, "oracle")  # the later hours themselves
+    np.testing.assert_array_equal(oracle[first], net[first + 1 : first + width])
     last = first + width - 1  # its last hour: nothing later in the window
     assert not open_[last].any() and not rest[last].any()
     assert open_[last - 1].tolist() == [True] + [False] * (width - 2)
