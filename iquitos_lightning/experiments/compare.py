@@ -66,8 +66,8 @@ class CompareError(ValueError):
 
 
 def algorithm_of(entry: str) -> str:
-    """The algorithm of an ``--agents`` entry: ``ppo`` of ``ppo`` or of a variant such as ``ppo_fleet``."""
-    return entry.split("_", 1)[0]
+    """The algorithm of an ``--agents`` entry: ``ppo`` of ``ppo`` or of a variant such as ``ppo_fleet(+oracle)``."""
+    return entry.partition("+")[0].split("_", 1)[0]
 
 
 def split_entry(entry: str) -> tuple[str, str | None]:

@@ -1,0 +1,37 @@
+"""What a comparison row knew and which years trained it: the columns that make rows comparable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from iquitos_lightning.experiments.compare import CompareError, add_information_columns, plan_runs
+from iquitos_lightning.report.comparison import comparison_markdown
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "configs" / "site" / "tiny.yaml"
+
+
+def test_an_oracle_entry_is_the_profile_with_oracle_forecasts_and_rows_say_what_they_knew(tmp_path: Path) -> None:
+    years = "model.init_args.env.train_site_seeds=[30,31]"
+    specs = plan_runs(TINY, ["ppo", "ppo+oracle"], 1, 100, "cpu", tmp_path, [f"ppo+oracle:{years}"])
+    plain, oracle = specs
+    assert plain.profile_path == oracle.profile_path  # the same profile...
+    assert "--model.init_args.env.forecasts=oracle" in oracle.overrides  # ...with the true series ahead
+    assert (plain.forecasts, plain.train_site_seeds) == ("past_days", None)
+    assert (oracle.forecasts, oracle.train_site_seeds) == ("oracle", (30, 31))
+    assert oracle.run_dir.name == "ppo+oracle-seed0"
+    table = pd.DataFrame(
+        {"objective_value": [1.0, 2.0, 3.0, 4.0], "seeds": [0, 0, 1, 1], "ev_served": [True] * 4},
+        index=["rule_based", "mpc_forecast_thesis", "ppo", "ppo+oracle"],
+    )
+    add_information_columns(table, specs, evaluation_seed=7)
+    assert table["information"].tolist() == ["the hour now", "past_days", "past_days", "oracle"]
+    assert table["trained_on"].tolist() == ["-", "-", "7 (the evaluation year)", "30, 31"]
+    markdown = comparison_markdown(table)
+    assert "| knew ahead | trained on (site seeds) |" in markdown
+    assert "| ppo+oracle (1 seeds) | oracle | 30, 31 |" in markdown
+    with pytest.raises(CompareError, match="forecast kind"):
+        plan_runs(TINY, ["ppo+tomorrow"], 1, 100, "cpu", tmp_path)
