@@ -71,7 +71,7 @@ def _project_parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--agents",
         default="sac,ppo,a2c",
-        help="agents or variants (ppo_fleet: configs/ppo_fleet_<profile>.yaml), comma-separated (default: %(default)s)",
+        help="agents or variants (ppo_fleet: ppo_fleet_<profile>.yaml), comma-separated (default: %(default)s)",
     )
     compare.add_argument("--seeds", type=int, default=3, help="seeds per agent: 0..N-1 (default: %(default)s)")
     compare.add_argument(
@@ -79,7 +79,11 @@ def _project_parser() -> argparse.ArgumentParser:
         required=True,
         help="training frames per run, rounded up to whole rollouts: N, or per agent sac=N,ppo=N,a2c=N",
     )
-    compare.add_argument("--profile", default="cpu", help="training profile: configs/<agent>_<profile>.yaml")
+    compare.add_argument(
+        "--profile",
+        default="cpu",
+        help="training profile: <agent>_<profile>.yaml in configs/, else configs/experiments/*/ (default: %(default)s)",
+    )
     _add_launcher_arguments(compare)
     compare.add_argument(
         "--evaluations",

@@ -71,7 +71,7 @@ from iquitos_lightning.training.callbacks import (
 )
 from iquitos_lightning.training.checkpoint_io import SafeCheckpointIO
 from iquitos_lightning.training.quiet import quiet_library_noise
-from iquitos_lightning.training.run_folder import RunOptions, claim_run_folder
+from iquitos_lightning.training.run_folder import RunOptions, claim_run_folder, move_aside
 from iquitos_lightning.training.tracking import TrackingConfig, resolve_wandb_mode, wandb_loggers
 
 DEFAULT_LOGGER = {
@@ -126,6 +126,8 @@ class OneLineErrorParser(LightningArgumentParser):
 
 
 class IquitosLightningCLI(CommandLineWinsOnResume):
+    _earlier_run: tuple[Path, ...] = ()  # --run.new: the folders an earlier run left, found before building
+
     def parse_arguments(self, parser: Any, args: Any) -> None:
         # Kept so the auto profile can tell what the user wrote from what is a default.
         self.written_args = list(sys.argv[1:] if args is None else args) if not isinstance(args, dict) else []
@@ -193,28 +195,33 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
                     "--checkpoint.dirpath at the run's checkpoint folder"
                 )
         if self.subcommand == "fit":
-            self._claim_run_folder(config, move=False)  # refused now, before anything is built
+            # Refused now, before anything is built; with --run.new, what is an earlier run is also decided now:
+            # building the loggers makes the run folder (W&B's save_dir), which is no earlier run.
+            self._earlier_run = self._claim_run_folder(config)
         if trainer.enable_progress_bar is not False and not _has_progress_bar(trainer.callbacks):
             trainer.callbacks = [*(trainer.callbacks or []), Namespace(class_path=PROGRESS_BAR, init_args=Namespace())]
         if config.tracking.wandb and resolve_wandb_mode() != "disabled":
             trainer.logger = _with_wandb_logger(trainer.logger, config.tracking.project)
 
     def before_fit(self) -> None:
-        """``--run.new``: the earlier run's folder moves aside only now, once every class is built (a config
-        error never moves a run for nothing); without it the refusal came before anything was built."""
-        self._claim_run_folder(self.config[self.subcommand], move=True)
+        """``--run.new``: the earlier run's folders (found before anything was built) move aside only now, once
+        every class is built (a config error never moves a run for nothing); without it the refusal came before
+        anything was built. On a first run there is nothing to move and nothing is said."""
+        for moved, aside in move_aside(list(self._earlier_run)):
+            print(f"--run.new: the earlier run's {moved} is now {aside}", file=sys.stderr)
+        root = _logger_root(self.config[self.subcommand].trainer.logger)
+        if self._earlier_run and root:
+            Path(root).mkdir(parents=True, exist_ok=True)  # the W&B logger was given it when it was built
 
     @staticmethod
-    def _claim_run_folder(config: Any, *, move: bool) -> None:
-        """A fresh ``fit`` (no ``--ckpt_path``) never writes beside an earlier run's checkpoints (run_folder.py)."""
-        if config.get("ckpt_path") is not None or not config.checkpoint.dirpath or config.run.new != move:
-            return
+    def _claim_run_folder(config: Any) -> tuple[Path, ...]:
+        """A fresh ``fit`` (no ``--ckpt_path``) never writes beside an earlier run's checkpoints (run_folder.py):
+        refused without ``--run.new``; with it, the folders of the earlier run, to move in :meth:`before_fit`."""
+        if config.get("ckpt_path") is not None or not config.checkpoint.dirpath:
+            return ()
         root = _logger_root(config.trainer.logger)
         run_root = Path(root) if root else None
-        for moved, aside in claim_run_folder(Path(str(config.checkpoint.dirpath)), run_root, new=config.run.new):
-            print(f"--run.new: the earlier run's {moved} is now {aside}", file=sys.stderr)
-        if move and run_root is not None:
-            run_root.mkdir(parents=True, exist_ok=True)  # the W&B logger was given it when it was built
+        return tuple(claim_run_folder(Path(str(config.checkpoint.dirpath)), run_root, new=config.run.new))
 
 
 class ConfigToWandb(SaveConfigCallback):

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
-from iquitos_lightning.experiments.compare import CompareError, overrides_for, parse_frames, plan_runs
+from iquitos_lightning.experiments.compare import CompareError, overrides_for, parse_frames, plan_runs, profile_path
 from iquitos_lightning.report.comparison import comparison_markdown, comparison_rows, gap_closed_pct
 
 REPO = Path(__file__).resolve().parents[1]
@@ -106,6 +107,42 @@ def test_budget_rounds_up_to_whole_rollouts_and_bad_arguments_are_refused(tmp_pa
         plan_runs(TINY, ["dqn"], 1, 100, "cpu", tmp_path)
     with pytest.raises(CompareError, match="no training profile"):
         plan_runs(TINY, ["sac"], 1, 100, "laptop", tmp_path)
+
+
+def test_a_profile_is_found_in_configs_then_in_its_objectives_experiments_folder(tmp_path):
+    configs = REPO / "configs"
+    assert profile_path("sac", "cpu", configs) == configs / "sac_cpu.yaml"  # the card's profiles stay on top
+    fleet = profile_path("sac_fleet", "tariff_twin_cpu", configs)
+    assert fleet == configs / "experiments" / "tariff" / "sac_fleet_tariff_twin_cpu.yaml"
+    assert profile_path("sac_fleet", "tariff_twin_cpu") == Path(
+        "configs/experiments/tariff/sac_fleet_tariff_twin_cpu.yaml"
+    )
+    with pytest.raises(CompareError) as unknown:
+        profile_path("sac_fleet", "laptop", configs)
+    message = str(unknown.value)
+    assert "\n" not in message and "no training profile sac_fleet_laptop.yaml" in message
+    assert "tariff_twin_cpu" in message and "thesis_twin_cpu" in message  # what there is, wherever it lives
+    for objective in ("tariff", "thesis"):  # the same name under two objectives: refused, not picked
+        (tmp_path / "experiments" / objective).mkdir(parents=True)
+        (tmp_path / "experiments" / objective / "ppo_x.yaml").write_text("{}")
+    with pytest.raises(CompareError, match="in several folders"):
+        profile_path("ppo", "x", tmp_path)
+    (tmp_path / "ppo_x.yaml").write_text("{}")
+    assert profile_path("ppo", "x", tmp_path) == tmp_path / "ppo_x.yaml"  # configs/ first
+
+
+def test_every_experiment_profile_lives_under_its_objective_and_names_its_own_path():
+    """``configs/experiments/<objective>/`` holds the ``*_twin_cpu`` profiles, each under the objective it trains on
+    (``thesis`` when unset), each with the ``fit --config`` line of its own path; none is left at the top."""
+    configs = REPO / "configs"
+    assert not list(configs.glob("*_twin_cpu.yaml"))
+    profiles = sorted((configs / "experiments").glob("*/*.yaml"))
+    assert len(profiles) >= 16 and all(path.name.endswith("_twin_cpu.yaml") for path in profiles)
+    for path in profiles:
+        env = yaml.safe_load(path.read_text())["model"]["init_args"]["env"]
+        assert path.parent.name == env.get("objective", "thesis"), path
+        relative = path.relative_to(REPO).as_posix()
+        assert f"# python -m iquitos_lightning fit --config {relative}\n" in path.read_text(), path
 
 
 @pytest.mark.slow

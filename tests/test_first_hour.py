@@ -11,6 +11,7 @@ import pytest
 
 from iquitos_lightning.cli import run_lightning_cli
 from iquitos_lightning.profile.devices import AcceleratorUnavailable, refuse_gpu_profile_without_cuda
+from iquitos_lightning.training.run_folder import claim_run_folder, move_aside
 
 REPO = Path(__file__).resolve().parents[1]
 NO_CUDA = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "WANDB_MODE": "disabled"}
@@ -84,6 +85,49 @@ def test_a_fresh_fit_on_a_run_with_checkpoints_is_refused_and_run_new_moves_the_
     assert sorted(path.name for path in (tmp_path / "smoke-old-1" / "checkpoints").iterdir()) == first
     assert sorted(path.name for path in checkpoints.iterdir()) == first  # the new run's own, no "-v1" beside
     assert (checkpoints / "last.ckpt").resolve().parent == checkpoints.resolve()
+
+
+def test_the_main_jobs_fit_on_a_fresh_clone_moves_nothing_and_run_again_moves_the_first_run_aside(tmp_path) -> None:
+    """The main job's fit (``fit --config configs/smoke.yaml --run.new``, W&B offline as a user gets it) where there
+    is no ``runs/`` at all: no earlier run, so nothing is said and no ``runs/smoke-old-1`` is made. (Building the
+    W&B logger makes ``runs/smoke``; that folder was once taken for an earlier run at fit time and moved aside.)
+    The same command again moves the first run aside."""
+    command = [sys.executable, "-m", "iquitos_lightning", "fit", "--config", str(REPO / "configs" / "smoke.yaml"),
+               "--run.new", f"--model.init_args.env.site={REPO / 'configs' / 'site' / 'tiny.yaml'}",
+               f"--model.init_args.env.data_root={REPO / 'data'}", "--model.init_args.rollout.frame_budget=56",
+               "--model.init_args.rollout.eval_episodes=0"]  # fmt: skip
+    environment = {**NO_CUDA, "WANDB_MODE": "offline", "PYTHONPATH": str(REPO)}  # this checkout's package
+
+    def main_job_fit() -> str:
+        done = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stderr
+
+    runs = tmp_path / "runs"
+    assert "--run.new" not in main_job_fit()
+    assert sorted(path.name for path in runs.iterdir()) == ["smoke"]
+    assert (runs / "smoke" / "checkpoints" / "last.ckpt").exists() and list((runs / "smoke" / "wandb").iterdir())
+
+    assert "--run.new: the earlier run's runs/smoke is now runs/smoke-old-1" in main_job_fit()
+    assert sorted(path.name for path in runs.iterdir()) == ["smoke", "smoke-old-1"]
+    assert (runs / "smoke-old-1" / "checkpoints" / "last.ckpt").exists()
+    assert (runs / "smoke" / "checkpoints" / "last.ckpt").exists() and list((runs / "smoke" / "wandb").iterdir())
+
+
+def test_run_new_takes_only_folders_holding_files_for_an_earlier_run(tmp_path: Path) -> None:
+    run, checkpoints = tmp_path / "smoke", tmp_path / "smoke" / "checkpoints"
+    assert claim_run_folder(checkpoints, run, new=True) == []  # no folder: no earlier run
+    checkpoints.mkdir(parents=True)
+    assert claim_run_folder(checkpoints, run, new=True) == []  # empty folders: used as they are, not moved
+    (run / "version_0").mkdir()
+    (run / "version_0" / "metrics.csv").write_text("step\n")
+    assert claim_run_folder(checkpoints, run, new=True) == [run]
+    outside = tmp_path / "elsewhere"  # a checkpoint folder outside the run folder is an earlier run's on its own
+    outside.mkdir()
+    (outside / "last.ckpt").write_bytes(b"")
+    assert claim_run_folder(outside, run, new=True) == [run, outside]
+    assert move_aside([run, outside]) == [(run, tmp_path / "smoke-old-1"), (outside, tmp_path / "elsewhere-old-1")]
+    assert not run.exists() and (tmp_path / "smoke-old-1" / "version_0" / "metrics.csv").exists()
 
 
 def test_a_fit_removes_the_kpi_row_of_an_earlier_test_from_the_run_folder(tmp_path: Path) -> None:

@@ -5,7 +5,8 @@ say which runs, seeds and budgets made it. Here one command line makes every run
 beside the table records that command, the git revision, the seeds and the budgets.
 
 How it runs:
-- every (agent, seed) is one ``fit`` of the agent's training profile (``configs/<agent>_<profile>.yaml``)
+- every (agent, seed) is one ``fit`` of the agent's training profile (``<agent>_<profile>.yaml`` in ``configs/``
+  or, for the experiments' profiles, ``configs/experiments/<objective>/``: :mod:`.profiles`)
   in its own subprocess (isolated memory, crash contained, ``--jobs`` runs several at once), under
   ``<runs>/<site>/<agent>-seed<k>/``, with the site, seed and frame budget overridden; the launcher
   (:mod:`.launchers`: ``local`` threads here, or ``ray`` tasks on a cluster) only decides where that
@@ -17,7 +18,7 @@ How it runs:
 - resumable: a run whose report shows the budget done is kept and skipped; an interrupted one
   resumes from its ``last.ckpt``. The command can run across several sittings;
 - one table per objective (the profiles' ``env.objective``): ``comparison_<objective>.md|csv|json``;
-  agent entries are algorithms (``ppo``) or variants (``ppo_fleet``: ``configs/ppo_fleet_<profile>.yaml``);
+  agent entries are algorithms (``ppo``) or variants (``ppo_fleet``: the profile ``ppo_fleet_<profile>.yaml``);
 - the references (uncontrolled, rule-based, tariff rule, MPC and LP optimum of the objective) come from
   ``results/<site>/baselines.json``,
   made by the ``baselines`` command when missing or made for another version of the site config.
@@ -46,6 +47,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from iquitos_lightning.control.baselines import REFERENCES_VERSION, run_baselines
 from iquitos_lightning.experiments.launchers import Launcher, LauncherOptions
+from iquitos_lightning.experiments.profiles import EXPERIMENTS, find_profile, profile_files
 from iquitos_lightning.report.comparison import (
     EV_SERVICE_TOLERANCE,
     comparison_markdown,
@@ -123,11 +125,19 @@ class RunOutcome:
 
 
 def profile_path(agent: str, profile: str, configs: Path = Path("configs")) -> Path:
-    path = configs / f"{agent}_{profile}.yaml"
-    if not path.exists():
-        choices = sorted(p.stem.split("_", 1)[1] for p in configs.glob(f"{agent}_*.yaml"))
-        raise CompareError(f"no training profile {path} for agent {agent!r}; profiles there: {', '.join(choices)}")
-    return path
+    """The training profile ``<agent>_<profile>.yaml``: in ``configs/``, else the one in ``configs/experiments/*/``."""
+    name = f"{agent}_{profile}.yaml"
+    found = find_profile(configs, name)
+    if len(found) > 1:
+        raise CompareError(f"training profile {name} is in several folders ({', '.join(map(str, found))}): keep one")
+    if not found:
+        prefix = f"{agent}_"
+        choices = sorted({p.stem.removeprefix(prefix) for p in profile_files(configs, f"{prefix}*.yaml")})
+        raise CompareError(
+            f"no training profile {name} for agent {agent!r} in {configs}/ or {configs}/{EXPERIMENTS}/*/; "
+            f"its profiles: {', '.join(choices) or 'none'}"
+        )
+    return found[0]
 
 
 FRAMES_PER_BATCH = "model.init_args.rollout.frames_per_batch"
@@ -176,8 +186,9 @@ def plan_runs(
     """The runs of a comparison, in order (agent by agent, seed by seed); ``frames`` is one budget or one per agent.
 
     An agent entry is an algorithm (``ppo``) or a variant of one (``ppo_fleet``: the profile
-    ``configs/ppo_fleet_<profile>.yaml``); runs go to ``<runs_root>/<site>/<objective>/<entry>-seed<k>`` where
-    the objective is the profile's ``env.objective`` (``thesis`` when unset)."""
+    ``ppo_fleet_<profile>.yaml``, found by :func:`profile_path`); runs go to
+    ``<runs_root>/<site>/<objective>/<entry>-seed<k>`` where the objective is the profile's ``env.objective``
+    (``thesis`` when unset)."""
     if evaluations < 1:
         raise CompareError(f"--evaluations must be 1 or more, got {evaluations}")
     unknown = [agent for agent in agents if algorithm_of(agent) not in AGENTS]

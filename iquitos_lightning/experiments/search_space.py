@@ -6,7 +6,7 @@ single trial runs: a misspelt ``actor_lrr`` is one ``error:`` line, not twenty t
 
 Format (keys are ``fit`` options as on the command line, without ``--``)::
 
-    profile: configs/sac_residual_tariff_twin_cpu.yaml
+    profile: configs/experiments/tariff/sac_residual_tariff_twin_cpu.yaml
     params:
       model.init_args.actor_lr: {type: float, low: 1.0e-5, high: 1.0e-3, log: true}
       model.init_args.actor_delay_frames: {type: int, low: 0, high: 8192, step: 1024}
@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from iquitos_lightning.errors import ConfigError
+from iquitos_lightning.experiments.profiles import resolve_profile
 
 MODEL_PREFIX = "model.init_args."
 KINDS = {"float": ("low", "high"), "int": ("low", "high"), "categorical": ("choices",)}
@@ -92,9 +93,10 @@ def load_search_space(path: Path) -> SearchSpace:
     raw = yaml.safe_load(path.read_text()) or {}
     if not isinstance(raw, dict) or not isinstance(raw.get("params"), dict) or not raw["params"]:
         raise SearchSpaceError(f"{path}: needs 'profile: <config yaml>' and a non-empty 'params:' mapping")
-    profile = Path(str(raw.get("profile", "")))
-    if not profile.is_file():
-        raise SearchSpaceError(f"{path}: profile {str(profile)!r} is not a file")
+    written = Path(str(raw.get("profile", "")))
+    profile = resolve_profile(written)  # a path from before configs/experiments/ is found there
+    if profile is None:
+        raise SearchSpaceError(f"{path}: profile {str(written)!r} is not a file")
     model = (yaml.safe_load(profile.read_text()) or {}).get("model") or {}
     options = model_options(str(model.get("class_path", "")), path)
     params = tuple(_param(path, key, spec, options) for key, spec in raw["params"].items())

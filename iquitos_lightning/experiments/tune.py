@@ -282,12 +282,20 @@ def _summary_lines(
     return lines
 
 
+def _comparable(key: str, value: Any) -> Any:
+    """A setting as resuming compares it: the search space's profile by its file name, so a study made before the
+    profile moved to ``configs/experiments/<objective>/`` resumes with the moved file."""
+    if key == "search" and isinstance(value, dict) and "profile" in value:
+        return {**value, "profile": Path(str(value["profile"])).name}
+    return value
+
+
 def _check_same_settings(study: Any, record: dict[str, Any], name: str) -> None:
     on_disk = study.user_attrs.get("settings")
     if on_disk is None:
         study.set_user_attr("settings", record)
         return
-    changed = sorted(key for key in record if on_disk.get(key) != record[key])
+    changed = sorted(key for key in record if _comparable(key, on_disk.get(key)) != _comparable(key, record[key]))
     if changed:
         raise TuneError(
             f"study {name!r} was made with other {', '.join(changed)}: resume it with the same settings, "

@@ -13,6 +13,7 @@ import pytest
 from iquitos_lightning.__main__ import main
 from iquitos_lightning.experiments.launchers import LauncherOptions, LocalLauncher, Resources
 from iquitos_lightning.experiments.search_space import load_search_space
+from iquitos_lightning.experiments.tune import TuneError, _check_same_settings
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = str(REPO / "configs" / "site" / "tiny.yaml")
@@ -48,7 +49,10 @@ def test_compare_refuses_a_launcher_that_cannot_work_in_one_line(tmp_path, capsy
     assert not (tmp_path / "results").exists()  # refused before the references were made
 
 
-def _space(tmp_path: Path, params: str, profile: str = "configs/sac_residual_tariff_twin_cpu.yaml") -> Path:
+RESIDUAL_TARIFF = "configs/experiments/tariff/sac_residual_tariff_twin_cpu.yaml"
+
+
+def _space(tmp_path: Path, params: str, profile: str = RESIDUAL_TARIFF) -> Path:
     path = tmp_path / "space.yaml"
     path.write_text(f"profile: {profile}\nparams:\n{params}")
     return path
@@ -82,10 +86,34 @@ def test_the_provided_search_space_names_real_options_of_the_residual_sac():
     names = {param.name for param in space.params}
     assert {"actor_lr", "critic_lr", "residual_penalty", "initial_scale", "actor_delay_frames"} <= names
     assert {"target_entropy", "hidden_sizes", "updates_per_frame"} <= names
-    assert space.profile == Path("configs/sac_residual_tariff_twin_cpu.yaml")
+    assert space.profile == Path(RESIDUAL_TARIFF)
     hidden = next(param for param in space.params if param.name == "hidden_sizes")
     assert hidden.override("[64, 64]") == "--model.init_args.hidden_sizes=[64, 64]"
     assert hidden.yaml_value("[64, 64]") == [64, 64]
+
+
+def test_a_search_space_naming_a_profile_by_its_path_before_the_experiments_folder_still_finds_it(tmp_path):
+    """``configs/<name>.yaml`` written before the experiments' profiles moved to ``configs/experiments/<objective>/``
+    is the moved file, and a study made with the old path resumes with the new one (same file name)."""
+    params = "  model.init_args.actor_lr: {type: float, low: 1.0e-5, high: 1.0e-3}\n"
+    space = load_search_space(_space(tmp_path, params, profile="configs/sac_residual_tariff_twin_cpu.yaml"))
+    assert space.profile == Path(RESIDUAL_TARIFF)
+
+    class Study:  # the two members of an Optuna study that the check uses
+        def __init__(self) -> None:
+            self.user_attrs: dict[str, object] = {}
+
+        def set_user_attr(self, key: str, value: object) -> None:
+            self.user_attrs[key] = value
+
+    study = Study()
+    old = {"search": {**space.as_record(), "profile": "configs/sac_residual_tariff_twin_cpu.yaml"}, "frames": 8}
+    _check_same_settings(study, old, "old")  # first sitting: recorded
+    _check_same_settings(study, {"search": space.as_record(), "frames": 8}, "old")  # moved profile: same study
+    with pytest.raises(TuneError, match="made with other search"):
+        _check_same_settings(
+            study, {"search": {**space.as_record(), "profile": "configs/other.yaml"}, "frames": 8}, "x"
+        )
 
 
 def test_the_local_launcher_hands_back_every_result_and_never_imports_ray():

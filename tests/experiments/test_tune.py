@@ -25,7 +25,7 @@ from iquitos_lightning.experiments.study import open_storage
 REPO = Path(__file__).resolve().parents[2]
 TINY = str(REPO / "configs" / "site" / "tiny.yaml")
 SPACE = """\
-profile: configs/sac_residual_tariff_twin_cpu.yaml
+profile: configs/experiments/tariff/sac_residual_tariff_twin_cpu.yaml
 params:
   model.init_args.zero_mean_start: {type: categorical, choices: [true, false]}
   model.init_args.residual_penalty: {type: float, low: 0.0, high: 10.0}
