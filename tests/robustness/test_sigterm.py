@@ -1,6 +1,6 @@
 """SIGTERM to the whole process group, as ``timeout``, ``kill -- -PGID`` and schedulers send it, during ``fit``.
 
-The run must end as the README promises: after the current rollout, with a checkpoint, one line saying where
+The run must end as docs/robustness.md promises: after the current rollout, with a checkpoint, one line saying where
 it is and exit status 143; collection workers (which get the signal too) must neither die on it nor outlive
 the run.
 """
