@@ -22,7 +22,9 @@ the same and easy to get subtly wrong, so it lives here once, each concern in it
   fast-path switches planned once per fit (:mod:`.speed`), and step their optimizers through
   :meth:`RLAgent.apply_gradients`, which skips an update whose loss or gradient is non-finite (:mod:`.guards`).
 - **Resume**: counters, the env's episode counter, the RNG states and whatever the agent adds go into
-  the checkpoint, and a checkpoint that does not fit is refused (:mod:`.resume`).
+  the checkpoint (with the twin collected in this process, also the twin's state and what the collector carries
+  to its next rollout: such a run resumes exactly mid-episode), and a checkpoint that does not fit is refused
+  (:mod:`.resume`).
 
 What callbacks read from an agent is typed in :mod:`.contract`. On-policy and off-policy learning
 add their own layer (:mod:`.on_policy`, :mod:`.off_policy`); the algorithms are the math on top.
@@ -53,9 +55,17 @@ from iquitos_lightning.agents.networks import make_actor
 from iquitos_lightning.agents.replay import bytes_per_transition
 from iquitos_lightning.agents.resume import env_resets_on_resume, refuse_unfit_checkpoint, rng_states, set_rng_states
 from iquitos_lightning.agents.speed import PlannedUpdate, SpeedConfig, planned_update
-from iquitos_lightning.envs.factory import EnvConfig, env_specs, episode_seeding, make_env, site_env
+from iquitos_lightning.envs.factory import (
+    EnvConfig,
+    env_specs,
+    episode_seeding,
+    make_env,
+    resumes_anywhere,
+    site_env,
+)
 from iquitos_lightning.envs.objectives import tariff_bill
 from iquitos_lightning.errors import ConfigError
+from iquitos_lightning.fastpath.collector_carrier import carried_state, continue_from
 from iquitos_lightning.fastpath.collector_weights import pushes_weights_itself
 from iquitos_lightning.fastpath.tanh_normal import collection_policy
 from iquitos_lightning.metrics.kpis import compute_kpis
@@ -100,7 +110,7 @@ class CollectorStream(IterableDataset):
 
     def __iter__(self):
         agent = self.agent
-        agent.restore_pending_rng()
+        agent.restore_pending_state()
         _, end = agent.current_period()
         while agent.frames_done < end:
             yield agent.next_rollout()
@@ -141,6 +151,7 @@ class RLAgent(pl.LightningModule):
         self.last_episode_return: float | None = None
         self.at_episode_boundary = True
         self._pending_rng: dict[str, Any] | None = None
+        self._pending_env_state: dict[str, Any] | None = None  # the twin's and the collector's (resume.py)
         self._test_kpis: list[dict[str, float]] = []  # KPIs of each test episode (mean: test_kpi_row)
         self.nonfinite = NonFiniteGuard(self.rollout_config.max_nonfinite_in_a_row)
 
@@ -182,6 +193,10 @@ class RLAgent(pl.LightningModule):
 
     def load_agent_state(self, state: dict[str, Any]) -> None:
         pass
+
+    def forget_episodes_in_progress(self) -> None:
+        """A resumed run starts fresh episodes after all (the saved twin state did not fit): drop what was kept of
+        the saved ones (on-policy agents: the reward normaliser's returns in progress)."""
 
     # ----- envs and collector ----------------------------------------------------------------------
     @property
@@ -500,11 +515,29 @@ class RLAgent(pl.LightningModule):
             "last_episode_return": self.last_episode_return,
             "at_episode_boundary": self.at_episode_boundary,
             "env_resets_on_resume": env_resets_on_resume(resets, self.at_episode_boundary),
+            "env_state": self._env_state() if in_process else None,
             "rng": rng_states(),
             "agent": self.agent_state(),
             "nonfinite_skipped": self.nonfinite.skipped_total,
             "identity": self.identity(),
         }
+
+    @property
+    def continues_saved_episodes(self) -> bool:
+        """Whether this run, resumed from a checkpoint, will go on in the middle of the saved episodes (the twin,
+        collected in this process) rather than start fresh ones: what ``load_agent_state`` may ask (it is True
+        from ``on_load_checkpoint`` to the first rollout, which puts the saved state back)."""
+        return self._pending_env_state is not None
+
+    def _env_state(self) -> dict[str, Any] | None:
+        """The training env's whole state and what the collector carries to its next rollout, when the env can save
+        it (the twin; None otherwise): what lets a run resume exactly in the middle of its episodes."""
+        if self._pending_env_state is not None:  # resumed, not collecting yet: the env still holds a fresh reset
+            return self._pending_env_state
+        env, collector = resumes_anywhere(self.train_env), self._runtime.collector
+        if env is None or collector is None:
+            return None
+        return {"env": env.resume_state(), "collector": carried_state(collector)}
 
     def identity(self) -> dict[str, Any]:
         """What a checkpoint must match to be loaded into this agent: its class, task and tensor sizes."""
@@ -531,14 +564,33 @@ class RLAgent(pl.LightningModule):
         self.episodes_done = int(state["episodes_done"])
         self.last_episode_return = state["last_episode_return"]
         self.at_episode_boundary = bool(state["at_episode_boundary"])
+        self._pending_env_state = None
         if collects_in_process(self.env_config, self.rollout_config.overlap):
             episode_seeding(self.train_env).resets_done = int(state["env_resets_on_resume"])
+            if state.get("env_state") is not None and resumes_anywhere(self.train_env) is not None:
+                self._pending_env_state = state["env_state"]  # put back once the collector is built
         self._pending_rng = state["rng"]
         self.load_agent_state(state["agent"])
         self.nonfinite.skipped_total = int(state.get("nonfinite_skipped", 0))
 
-    def restore_pending_rng(self) -> None:
-        """Put back the checkpoint's RNG states right before the first rollout (after the collector is built)."""
+    def restore_pending_state(self) -> None:
+        """Right before the first rollout (the collector is built, its construction has reset the env): put back
+        the checkpoint's env and collector state, when it has one (the twin), then its RNG states."""
+        if self._pending_env_state is not None:
+            self._continue_episodes(self._pending_env_state)
+            self._pending_env_state = None
         if self._pending_rng is not None:
             set_rng_states(self._pending_rng)
             self._pending_rng = None
+
+    def _continue_episodes(self, saved: dict[str, Any]) -> None:
+        """The twin's state and the collector's carried state of the checkpoint, so the next rollout goes on in the
+        middle of the saved episodes; if they do not fit this run (another ``num_envs``), fresh episodes, said."""
+        env, collector = resumes_anywhere(self.train_env), self._runtime.collector
+        try:
+            env.load_resume_state(saved["env"])
+            continue_from(collector, saved["collector"])
+        except ValueError as error:
+            rank_zero_warn(f"--ckpt_path: the run goes on with fresh episodes, not the saved ones: {error}")
+            collector.reset()
+            self.forget_episodes_in_progress()

@@ -21,7 +21,9 @@ would see every update mid-rollout: a different run each time.) With the workers
 their env seeds, a run with workers or overlap repeats itself exactly.
 
 One worker with neither switch collects in the training process (``Collector``), which is what makes
-resume exact: the env's episode counter and the RNG live where the checkpoint can read them. Worker
+resume exact: the env's episode counter and the RNG live where the checkpoint can read them (and, for the twin,
+its whole state and what the collector carries to its next rollout, so it resumes mid-episode: agents/resume.py,
+fastpath/collector_carrier.py). Worker
 processes keep their own, so a resumed run with workers or overlap restarts the workers' episode
 streams (README "Resuming a run"). Workers are started with TorchRL's default ``spawn``: they rebuild
 their env from a picklable maker (:func:`~iquitos_lightning.envs.factory.worker_env_makers`).

@@ -162,9 +162,15 @@ class OnPolicyAgent(RLAgent):
         return {} if self.reward_normalizer is None else {"reward_normalizer": self.reward_normalizer.state_dict()}
 
     def load_agent_state(self, state: dict[str, Any]) -> None:
-        """The normaliser's statistics (a checkpoint of an earlier version, or of a run without, has none: kept)."""
+        """The normaliser's statistics (a checkpoint of an earlier version, or of a run without, has none: kept), and
+        its returns in progress when the run goes on with the saved episodes (the twin)."""
         if self.reward_normalizer is not None and "reward_normalizer" in state:
-            self.reward_normalizer.load_state_dict(state["reward_normalizer"])
+            episodes_go_on = self.continues_saved_episodes
+            self.reward_normalizer.load_state_dict(state["reward_normalizer"], episodes_go_on=episodes_go_on)
+
+    def forget_episodes_in_progress(self) -> None:
+        if self.reward_normalizer is not None:
+            self.reward_normalizer.reset_returns()
 
     def learn_in_minibatches(self, data: TensorDictBase, epochs: int, minibatch_size: int) -> dict[str, torch.Tensor]:
         """``epochs`` passes of shuffled minibatches over ``data``, one update each; the mean of each metric."""

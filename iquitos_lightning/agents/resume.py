@@ -2,11 +2,26 @@
 
 Why a module of its own: resuming is where RL runs silently go wrong. Besides weights and optimizers
 (Lightning's), an agent's checkpoint holds under ``rl_state`` its counters, the env's episode counter,
-every global RNG and whatever the agent adds (SAC: the replay buffer), plus its identity (agent class,
-task, observation and action sizes). A run resumed from a checkpoint taken at an episode boundary repeats
-the uninterrupted run exactly; one taken mid-episode starts a fresh episode (CityLearn cannot restore the
-middle of one). A checkpoint of another agent, task or network size is refused naming what differs,
-before torch fails on a tensor shape.
+every global RNG and whatever the agent adds (SAC: the replay buffer; PPO and A2C: the reward normaliser),
+plus its identity (agent class, task, observation and action sizes). A checkpoint of another agent, task or
+network size is refused naming what differs, before torch fails on a tensor shape.
+
+How exact a resume is depends on the training env (collected in the training process; with collection
+workers see agents/collection.py):
+
+- **The twin resumes exactly anywhere.** Its whole state is a few tensors, so ``rl_state["env_state"]``
+  holds it (:meth:`~iquitos_lightning.envs.twin.IquitosTwin.resume_state`: clocks, episode starts, the
+  schedule's next starts and generator, SOCs, peaks, last observations, the reset counter) with what the
+  collector carries to its next rollout (the last observation, step counts, episode returns:
+  :mod:`iquitos_lightning.fastpath.collector_carrier`), and the reward normaliser keeps its returns in
+  progress. The resumed run puts them back right before its first rollout (after the new collector's own
+  reset) and goes on in the middle of the same episodes: a run killed at any checkpoint and resumed ends
+  with the uninterrupted run's weights (``tests/agents/test_resume_twin.py``). A saved state that does
+  not fit the run (another ``num_envs``) gives fresh episodes, with a warning.
+- **CityLearn and Gymnasium envs resume exactly from an episode boundary.** A run resumed from a checkpoint
+  taken at a boundary repeats the uninterrupted run exactly (each episode is seeded by its index:
+  :func:`env_resets_on_resume`); one taken mid-episode starts a fresh episode (CityLearn cannot restore
+  the middle of one), with buffer, counters and RNGs intact.
 
 The ``rl_state`` keys are the same as before the package was split into layers, so checkpoints written
 by earlier versions resume unchanged (``tests/agents/test_resume.py`` loads one).
@@ -63,8 +78,9 @@ def set_rng_states(states: dict[str, Any]) -> None:
 
 
 def env_resets_on_resume(resets_done: int, at_episode_boundary: bool) -> int:
-    """The env's episode counter to restore: at a boundary the collector has already reset into an episode with
-    no frames yet, so the resumed run repeats that reset (same seed); mid-episode it starts the next episode."""
+    """The env's episode counter to restore (CityLearn and Gymnasium; the twin restores its whole state): at a
+    boundary the collector has already reset into an episode with no frames yet, so the resumed run repeats that
+    reset (same seed); mid-episode it starts the next episode."""
     return max(resets_done - 1, 0) if at_episode_boundary else resets_done
 
 

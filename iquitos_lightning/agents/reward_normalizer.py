@@ -17,8 +17,8 @@ value targets of one batch share one scale (the two agree once the std has settl
 
 Where it lives: the agent owns it (not an env transform) because it is learning state: it is saved in the
 checkpoint's ``rl_state`` (:meth:`RewardNormalizer.state_dict`) and updated only from training rollouts, never from
-evaluation. The returns in progress are not saved: a resumed run starts fresh episodes (:mod:`.resume`), so they
-start at 0 as the env does.
+evaluation, with the returns in progress: a run on the twin resumes in the middle of its episodes, so they go on
+(:mod:`.resume`); one that starts fresh episodes (CityLearn and Gymnasium mid-episode) starts them at 0, as the env.
 """
 
 from __future__ import annotations
@@ -96,11 +96,18 @@ class RewardNormalizer:
         self.returns = None
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        """The running statistics, as tensors (what a ``weights_only`` checkpoint load accepts)."""
-        return {"count": self.count.clone(), "mean": self.mean.clone(), "var": self.var.clone()}
+        """The running statistics and the returns in progress, as tensors (what a ``weights_only`` load accepts)."""
+        state = {"count": self.count.clone(), "mean": self.mean.clone(), "var": self.var.clone()}
+        if self.returns is not None:
+            state["returns"] = self.returns.clone()
+        return state
 
-    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+    def load_state_dict(self, state: dict[str, torch.Tensor], *, episodes_go_on: bool = False) -> None:
+        """The running statistics of ``state``; its returns in progress too if ``episodes_go_on`` (the envs continue
+        the saved episodes: the twin), else they restart at 0."""
         self.count = state["count"].to(torch.float64).clone()
         self.mean = state["mean"].to(torch.float64).clone()
         self.var = state["var"].to(torch.float64).clone()
         self.reset_returns()
+        if episodes_go_on and "returns" in state:
+            self.returns = state["returns"].to(torch.float64).clone()

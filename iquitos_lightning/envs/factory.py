@@ -5,9 +5,10 @@ observations and reward; a ``step_count``; a running ``episode_reward`` for retu
 seeded from an episode counter (:class:`EpisodeSeeding`). Envs with flat ``Box`` spaces (the Iquitos
 site, Pendulum) get all of it from one layer, :class:`~iquitos_lightning.envs.gym_env.FlatGymEnv`;
 any other Gymnasium env gets TorchRL's ``GymWrapper`` + ``StepCounter`` + ``RewardSum`` (with
-``DoubleToFloat`` only where it has float64). Seeding each episode by its index is what makes resume exact: a
-checkpoint stores one integer and the resumed run replays the same initial states, for Pendulum as
-for CityLearn, without pickling any simulator.
+``DoubleToFloat`` only where it has float64). Seeding each episode by its index is what makes resume exact from an
+episode boundary: a checkpoint stores one integer and the resumed run replays the same initial states, for
+Pendulum as for CityLearn, without pickling any simulator. The twin saves its whole state instead
+(:class:`ResumesAnywhere`), so a run on it resumes exactly anywhere, mid-episode included.
 The Iquitos env is imported lazily so Gymnasium-only runs never import CityLearn. Every Gymnasium
 env is wrapped in :class:`~iquitos_lightning.envs.finite.FiniteValues` (a NaN observation or reward
 stops the run naming the key) and an unknown id is refused as a config error naming ``model.env.name``.
@@ -332,6 +333,23 @@ def episode_seeding(env: EnvBase) -> EpisodeCounter:
     if not isinstance(seeding, EpisodeSeeding):
         raise TypeError("env was not built by make_env(): no EpisodeSeeding wrapper inside")
     return seeding
+
+
+@runtime_checkable
+class ResumesAnywhere(Protocol):
+    """A training env whose whole state can be saved and put back (the twin), so a run resumes exactly in the
+    middle of its episodes, not only at an episode boundary (agents/resume.py)."""
+
+    def resume_state(self) -> dict[str, Any]: ...
+
+    def load_resume_state(self, saved: dict[str, Any]) -> None: ...
+
+
+def resumes_anywhere(env: EnvBase) -> ResumesAnywhere | None:
+    """The env inside ``env`` (made by :func:`make_env`) that saves and restores its whole state: the twin; None for
+    CityLearn and Gymnasium envs, which resume exactly only from an episode boundary."""
+    base = env if isinstance(env, FlatGymEnv) else getattr(env, "base_env", env)
+    return base if isinstance(base, ResumesAnywhere) else None
 
 
 def site_env(env: EnvBase) -> Any | None:

@@ -35,6 +35,11 @@ every episode starts at step 0 with the schema's initial BESS SOC and runs the w
 CityLearn's: the simulator is deterministic, seeds change nothing. For training, ``start`` can
 spread the envs over the year instead (:data:`START_SCHEDULES`), with ``episode_hours`` long
 episodes, so that one rollout of B envs sees B different times of the year, not B copies of January.
+
+Its whole state is a few tensors (clocks, SOCs, peaks, the start schedule and its generator), which
+:meth:`IquitosTwin.resume_state` returns and :meth:`IquitosTwin.load_resume_state` puts back: what lets a training
+run on the twin resume exactly from a checkpoint taken mid-episode (agents/resume.py); CityLearn resumes exactly
+only from an episode boundary.
 """
 
 from __future__ import annotations
@@ -341,6 +346,47 @@ class IquitosTwin(EnvBase):
             cached_peaks(reference_key(schema_path, year, *options), lambda year=year: run(year)) for year in self.years
         ]
         return torch.tensor(np.concatenate(peaks), dtype=F64, device=self.device)
+
+    # ----- exact resume -------------------------------------------------------------------------
+    def resume_state(self) -> dict[str, Any]:
+        """Everything the twin's next steps and resets depend on, as CPU tensors and ints (a checkpoint's
+        ``weights_only`` load takes it): each env's clock, episode start, next staggered start, SOCs, capacities,
+        peak-to-date and last observation (with ``record``: the episode's flows and departures so far), the
+        "random" schedule's generator and the reset counter. :meth:`load_resume_state` puts it back, so a run
+        resumed from it goes on in the middle of the same episodes (CityLearn cannot: it resumes at a boundary).
+        """
+        tensors = {name: value.detach().to("cpu", copy=True) for name, value in self._state_tensors().items()}
+        return {
+            "tensors": tensors,
+            "start_generator": self._start_generator.get_state(),
+            "resets_done": int(self.resets_done),
+        }
+
+    def load_resume_state(self, saved: dict[str, Any]) -> None:
+        """Continue from :meth:`resume_state`'s ``saved``; a ValueError, naming what differs, when it is of another
+        batch, site size or ``record`` setting (nothing is changed then)."""
+        own = self._state_tensors()
+        theirs = saved["tensors"]
+        if own.keys() != theirs.keys():
+            raise ValueError(f"the saved twin state holds {sorted(theirs)}, this twin {sorted(own)}")
+        for name, value in own.items():
+            if theirs[name].shape != value.shape or theirs[name].dtype != value.dtype:
+                raise ValueError(
+                    f"the saved twin state's {name} is {theirs[name].dtype} {tuple(theirs[name].shape)}, this twin's "
+                    f"{value.dtype} {tuple(value.shape)} (another num_envs or site?)"
+                )
+        for name in own:
+            setattr(self._state, name, theirs[name].to(self.device, copy=True))
+        self._start_generator.set_state(saved["start_generator"])
+        self.resets_done = int(saved["resets_done"])
+
+    def _state_tensors(self) -> dict[str, torch.Tensor]:
+        """The state's tensors by name (``capacity`` only with battery fade, the KPI tables only with ``record``)."""
+        state = self._state
+        names = ["t", "start", "next_start", "soc", "peak", "observation"]
+        names += ["capacity"] if state.capacity is not None else []
+        names += ["flows", "departure_soc"] if self.record else []
+        return {name: getattr(state, name) for name in names}
 
     @property
     def peak_to_date_kw(self) -> torch.Tensor:

@@ -13,6 +13,7 @@ module                      library internal                                equi
 ``citylearn_step``          CityLearn's ``_runtime_service._step_once``      ``test_citylearn_fast_path``
 ``citylearn_feedback``      CityLearn's ``BuildingOpsService._record_*``     ``test_citylearn_fast_path``
 ``collector_weights``       TorchRL ``MultiSyncCollector`` weight push       ``tests/agents/test_collection``
+``collector_carrier``       TorchRL ``Collector._carrier``, ``_traj_pool``   ``test_collector_carrier``
 ``soft_update``             TorchRL ``SoftUpdate._sources/_targets``         ``test_soft_update``
 ``tanh_normal``             TorchRL ``TanhNormal`` sampling arithmetic       ``test_tanh_normal``
 ``replay_cursor``           TorchRL writer's ``_cursor``                     ``test_replay_cursor``

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,19 @@ class StopAtFrames(pl.Callback):
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         if pl_module.frames_done >= self.frames:
             trainer.should_stop = True
+
+
+class SigkillAfterFrames(pl.Callback):
+    """Kills its own process with SIGKILL (nothing saved, nothing cleaned up) at the first training batch after
+    ``frames`` frames: right after the periodic checkpoint of those frames is written, while the next rollout is
+    in. For ``fit`` runs in a child process (``--trainer.callbacks``, with ``tests/agents`` on ``PYTHONPATH``)."""
+
+    def __init__(self, frames: int) -> None:
+        self.frames = frames
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        if pl_module.frames_done >= self.frames:
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def cpu_trainer(root: Path | None = None, callbacks: list[pl.Callback] | None = None, **kwargs: Any) -> pl.Trainer:

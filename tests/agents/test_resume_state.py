@@ -100,7 +100,7 @@ def test_an_agents_checkpoint_carries_the_rngs_into_a_fresh_agent(_global_rngs_r
     torch.manual_seed(999)
     fresh = small_sac(100)
     fresh.on_load_checkpoint(checkpoint)
-    fresh.restore_pending_rng()  # what the first rollout does once the collector is built
+    fresh.restore_pending_state()  # what the first rollout does once the collector is built
     _assert_same_draws(_draws(), expected)
 
 

@@ -124,9 +124,23 @@ def test_the_statistics_survive_a_weights_only_checkpoint_of_a_ppo_and_the_retur
     fresh = PPO(**settings)
     assert fresh.reward_normalizer.std == pytest.approx(1.0)
     fresh.on_load_checkpoint(torch.load(buffer, weights_only=True))
-    for name, value in agent.reward_normalizer.state_dict().items():
-        assert torch.equal(fresh.reward_normalizer.state_dict()[name], value), name
-    assert fresh.reward_normalizer.returns is None  # a resumed run starts fresh episodes (resume.py)
+    saved = agent.reward_normalizer.state_dict()
+    assert "returns" in saved  # kept for a twin run, which goes on with the saved episodes
+    for name in ("count", "mean", "var"):
+        assert torch.equal(fresh.reward_normalizer.state_dict()[name], saved[name]), name
+    assert fresh.reward_normalizer.returns is None  # Pendulum: a resumed run starts fresh episodes (resume.py)
+
+
+def test_the_returns_in_progress_come_back_only_when_the_episodes_go_on():
+    normalizer = RewardNormalizer(gamma=0.5)
+    update(normalizer, [1.0, 2.0], [False, False])
+    state = normalizer.state_dict()
+    assert float(state["returns"]) == 2.5
+    fresh, going_on = RewardNormalizer(gamma=0.5), RewardNormalizer(gamma=0.5)
+    fresh.load_state_dict(state)
+    going_on.load_state_dict(state, episodes_go_on=True)
+    assert fresh.returns is None and float(going_on.returns) == 2.5
+    assert "returns" not in RewardNormalizer(gamma=0.5).state_dict()  # none in progress before the first rollout
 
 
 def test_without_reward_normalization_only_reward_scale_applies_and_nothing_is_saved():

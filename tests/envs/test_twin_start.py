@@ -1,10 +1,13 @@
-"""Training twins see the year: staggered or random episode starts, episodes of a chosen length, and the month's
-peak a reference run of the year has at the start hour (envs/start_peak.py)."""
+"""Training twins see the year: staggered or random episode starts, episodes of a chosen length, the month's
+peak a reference run of the year has at the start hour (envs/start_peak.py), and a saved state they go on from
+mid-episode (exact resume)."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from tensordict import TensorDict
@@ -127,3 +130,67 @@ def test_start_peak_is_a_twin_training_matter_and_a_bad_value_is_refused(data_ro
     assert make_env(config).base_env._start_peaks is not None
     with pytest.raises(ValueError, match="env.start_peak must be one of .*'month'"):
         EnvConfig(start_peak="month")
+
+
+def _saved_and_loaded(value: object) -> object:
+    """``value`` through ``torch.save`` and a ``weights_only`` load: how a checkpoint's ``rl_state`` comes back."""
+    buffer = io.BytesIO()
+    torch.save(value, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, weights_only=True)
+
+
+def _steps(twin, carried: TensorDict, actions: torch.Tensor) -> tuple[TensorDict, TensorDict]:
+    """``actions`` [steps, B, A] stepped from ``carried`` (what a collector carries), done envs reset as a collector
+    does (their next episode drawn by the start schedule): the stacked transitions and what is carried on."""
+    transitions = []
+    for action in actions:
+        carried = carried.clone()
+        carried["action"] = action
+        transition, carried = twin.step_and_maybe_reset(carried)
+        transitions.append(transition)
+    return torch.stack(transitions), carried
+
+
+@pytest.mark.parametrize("start", ["staggered", "random"])
+def test_a_twin_given_its_saved_state_goes_on_mid_episode_as_the_original(data_root: Path, start: str) -> None:
+    """resume_state/load_resume_state (the exact resume of agents/resume.py): a new twin, reset as a new collector
+    resets it and then given the saved state, steps on exactly as the original, through resets (the schedule's
+    next starts, the "random" generator), SOCs, peaks and the recorded flows."""
+    options = {"num_envs": 3, "start": start, "episode_hours": 10, "seed": 5, "objective": "tariff", "record": True}
+    actions = torch.rand(55, 3, 5, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    original = make_twin(TINY, data_root=data_root, **options)
+    _, carried = _steps(original, original.reset(), actions[:25])  # every env mid-way through its third episode
+    assert not carried["done"].any() and (original._state.t - original._state.start).tolist() == [5, 5, 5]
+    saved = _saved_and_loaded(original.resume_state())
+    expected, _ = _steps(original, carried, actions[25:])
+
+    resumed = make_twin(TINY, data_root=data_root, **options)
+    resumed.reset()  # as a new collector does when it is built: moves the schedule on, which the load undoes
+    resumed.load_resume_state(saved)
+    assert resumed.resets_done == 3
+    went_on, _ = _steps(resumed, carried, actions[25:])
+    for key in expected.keys(True, True):
+        assert torch.equal(went_on[key], expected[key]), key
+    for env in range(3):
+        pd.testing.assert_frame_equal(resumed.flows(env), original.flows(env))
+        pd.testing.assert_frame_equal(resumed.departures(env), original.departures(env))
+
+    fresh = make_twin(TINY, data_root=data_root, **options)
+    fresh.reset()
+    restarted, _ = _steps(fresh, carried, actions[25:])  # without the saved state: another run
+    assert not torch.equal(restarted["next", "observation"], expected["next", "observation"])
+
+
+def test_a_saved_twin_state_of_another_batch_is_refused_and_changes_nothing(data_root: Path) -> None:
+    saved = make_twin(TINY, data_root=data_root, num_envs=3, start="staggered").resume_state()
+    other = make_twin(TINY, data_root=data_root, num_envs=2, start="staggered")
+    other.reset()
+    before = other.resume_state()
+    with pytest.raises(ValueError, match=r"saved twin state's t is torch.int64 \(3,\), this twin's torch.int64 \(2,\)"):
+        other.load_resume_state(saved)
+    after = other.resume_state()
+    assert after["resets_done"] == before["resets_done"] == 1
+    assert all(torch.equal(after["tensors"][name], value) for name, value in before["tensors"].items())
+    with pytest.raises(ValueError, match="holds"):  # a twin recording KPIs keeps two tables more
+        make_twin(TINY, data_root=data_root, num_envs=3, record=True).load_resume_state(saved)
