@@ -9,6 +9,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from iquitos_lightning.envs.actions import socket_bands
 from iquitos_lightning.envs.factory import EnvConfig, make_env
 from iquitos_lightning.envs.twin import make_twin
 
@@ -127,3 +128,44 @@ def test_start_peak_is_a_twin_training_matter_and_a_bad_value_is_refused(data_ro
     assert make_env(config).base_env._start_peaks is not None
     with pytest.raises(ValueError, match="env.start_peak must be one of .*'month'"):
         EnvConfig(start_peak="month")
+
+
+def test_the_bands_a_compact_twin_carries_are_those_its_step_would_compute_through_partial_resets(
+    data_root: Path,
+) -> None:
+    """The compact observation computes the next hour's socket bands; the twin carries them into that step instead
+    of computing them again. Bit for bit what the step computes from its state, resets included, so a twin that
+    carries them steps exactly as one that recomputes them every step."""
+    options = {"num_envs": 4, "action_layout": "fleet", "objective": "tariff", "start": "staggered"}
+    twins = [make_twin(TINY, data_root=data_root, episode_hours=30, **options) for _ in range(2)]
+    carrying, recomputing = twins
+    generator = torch.Generator().manual_seed(0)
+    tensordicts = [twin.reset() for twin in twins]
+    partial_resets = 0
+    for _ in range(150):  # env 3 ends its 2nd episode at the year's end while the others run on: partial resets
+        state = carrying._state
+        row = state.t + carrying._row_offset
+        expected = socket_bands(
+            carrying._connected[row],
+            state.soc[:, 1:],
+            carrying._required_soc[row],
+            carrying._hours_left[row],
+            carrying._battery_kwh,
+            carrying._charger_kw,
+        )
+        for name in ("low", "high", "laxity_h", "need_kwh"):
+            assert torch.equal(getattr(state.bands, name), getattr(expected, name)), name
+        recomputing._state.bands = None  # its step computes the bands itself, as before the twin carried them
+        action = torch.rand(4, 2, generator=generator) * 2 - 1
+        steps = []
+        for twin, tensordict in zip(twins, tensordicts, strict=True):
+            tensordict["action"] = action.clone()
+            steps.append(twin.step_and_maybe_reset(tensordict))
+        (out_a, next_a), (out_b, next_b) = steps
+        for key in ("observation", "reward", "done", "terminated"):
+            assert torch.equal(out_a["next", key], out_b["next", key]), key
+        assert torch.equal(next_a["observation"], next_b["observation"])
+        done = out_a["next", "done"]
+        partial_resets += int(bool(done.any()) and not bool(done.all()))
+        tensordicts = [next_a, next_b]
+    assert partial_resets > 0
