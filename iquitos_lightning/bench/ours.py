@@ -20,7 +20,9 @@ from iquitos_lightning.bench.timing import Rate
 from iquitos_lightning.bench.trainer import bare_trainer
 
 
-class _Marks(pl.Callback):
+class FrameMarks(pl.Callback):
+    """(time, frames done, updates done) after every training batch: the rollouts a rate is read from."""
+
     def __init__(self) -> None:
         self.marks: list[tuple[float, int, int]] = []
 
@@ -91,7 +93,7 @@ def train_ours(
     """Fit a fresh agent and return its steady-state frames and updates over wall time (worker start-up and
     compilation fall in the untimed warm-up)."""
     agent = build_agent(settings, site, data_root, architecture)
-    marks = _Marks()
+    marks = FrameMarks()
     trainer = bare_trainer(accelerator="cpu", callbacks=[marks])
     trainer.fit(agent)
     return window_rate(marks.marks, settings.warmup_frames + settings.rollout_frames)

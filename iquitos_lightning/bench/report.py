@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from iquitos_lightning.bench.env_speed import TORCHRL_LAYER, EnvSpeed
+from iquitos_lightning.bench.learner import LearnerResult
+from iquitos_lightning.bench.learner_profile import ROWS as PHASE_ROWS
 from iquitos_lightning.bench.memory import MemoryPoint
 from iquitos_lightning.bench.training import TrainingComparison
 from iquitos_lightning.bench.twin import TwinSpeed
@@ -103,3 +105,67 @@ def workers_section(rows: Sequence[WorkerScaling], site: str) -> str:
     body = [[str(row.workers), f"{row.frames_per_s:.1f}", f"{row.speedup:.2f}x"] for row in rows]
     title = f"### Collection frames/s vs env workers (`--model.env.num_workers`, random policy, {site})"
     return title + "\n\n" + _table(["workers", "frames/s", "speed-up"], body)
+
+
+# The issue's goals for ours / plain frames/s (issue 31), printed next to each ratio.
+LEARNER_GOALS = {"PPO": 0.95, "A2C": 0.95, "SAC": 0.9}
+
+
+def learner_section(result: LearnerResult, site: str) -> str:
+    """Ours vs the plain loop, PPO compact vs full observation, and where our time goes (issue 31)."""
+    rows = []
+    for row in result.rows:
+        goal = LEARNER_GOALS.get(row.algorithm)
+        rows.append(
+            [
+                row.algorithm,
+                f"{row.project_frames_per_s:,.0f}",
+                f"{row.plain_frames_per_s:,.0f}",
+                f"**{row.frames_ratio:.2f}x**",
+                "-" if goal is None else f"{goal:.2f}x",
+                f"{row.project_updates_per_s:,.1f}",
+                f"{row.plain_updates_per_s:,.1f}",
+                f"{row.updates_ratio:.2f}x",
+                row.settings,
+            ]
+        )
+    header = ["algorithm", "ours frames/s", "plain frames/s", "ours / plain", "goal", "ours updates/s"]
+    header += ["plain updates/s", "updates ratio", "settings (experiment profile)"]
+    rounds = result.rows[0].rounds if result.rows else 0
+    note = (
+        "Ours: the agent through `fit` (bench Trainer: no logger, checkpoints or evaluation) at its "
+        "`configs/experiments/tariff/*_fleet_tariff_twin_cpu.yaml` settings, twin backend, one process. Plain: "
+        "`bench/plain_loops.py`, the same algorithm, networks, optimizers and sizes written as one PyTorch loop "
+        f"on the same twin (its TorchRL API, no transforms), nothing logged. Ratios: median over {rounds} "
+        "interleaved rounds of the per-round ratio; rates from the end of the warm-up to the last rollout."
+    )
+    text = f"### Learner throughput on the twin: ours vs a plain PyTorch loop ({site})\n\n"
+    text += _table(header, rows) + "\n\n" + note
+    if result.observation is not None:
+        obs = result.observation
+        body = [
+            ["compact (profile)", str(obs.compact_inputs), f"{obs.compact_frames_per_s:,.0f}", f"**{obs.ratio:.2f}x**"],
+            ["full", str(obs.full_inputs), f"{obs.full_frames_per_s:,.0f}", "1.00x"],
+        ]
+        text += "\n\n#### PPO (ours): compact vs full observation, same settings and rounds\n\n"
+        text += _table(["observation", "inputs", "frames/s", "ratio"], body)
+    if result.profiles:
+        text += "\n\n" + learner_profile_table(result)
+    return text
+
+
+def learner_profile_table(result: LearnerResult) -> str:
+    """Share of the profiled time per phase, one column per algorithm."""
+    profiles = result.profiles
+    present = [row for row in PHASE_ROWS if any(profile.rows.get(row, 0.0) for profile in profiles)]
+    body = [[row, *(f"{profile.share(row):.1%}" for profile in profiles)] for row in present]
+    body.append(["total", *(f"{sum(profile.share(row) for row in present):.1%}" for profile in profiles)])
+    body.append(["profiled µs per frame", *(f"{profile.microseconds_per_frame:.1f}" for profile in profiles)])
+    header = ["phase (share of the profiled window)", *(profile.algorithm for profile in profiles)]
+    note = (
+        "One more `fit` of each algorithm (ours) under cProfile over the same window; each phase is the "
+        "inclusive time of the functions that open it less its nested phases (`bench/learner_profile.py`), "
+        "*other* the rest. cProfile slows Python-heavy code most, so these shares lean towards collector "
+        "bookkeeping, indexing and logging; the timed rows above give the speed."
+    )
+    return "#### Where our time goes (cProfile)\n\n" + _table(header, body) + "\n\n" + note

@@ -1,7 +1,8 @@
 """``python -m iquitos_lightning bench``: every measurement in one run, printed as one Markdown report.
 
 Default sizes fit in under 10 minutes on a 2-core machine; ``--quick`` shrinks everything to the
-tiny site and a few frames (what the test runs). Torch gets ``--threads`` threads (1 by default,
+tiny site and a few frames (what the test runs). The learner section (ours vs plain PyTorch loops on
+the twin, issue 31) runs only when asked for: ``--sections learner``. Torch gets ``--threads`` threads (1 by default,
 both sides of every comparison alike: small networks gain nothing from more on a busy 2-core box).
 """
 
@@ -21,6 +22,7 @@ from iquitos_lightning.bench.settings import DEFAULT_SETTINGS, AlgorithmSettings
 SITE_128 = "configs/site/iquitos-2026.yaml"
 SITE_38 = "configs/site/iquitos-38.yaml"
 SITE_TINY = "configs/site/tiny.yaml"
+SECTIONS = ("env", "training", "memory", "workers", "learner")  # what --sections accepts
 
 
 @dataclass
@@ -45,9 +47,12 @@ class BenchConfig:
     worker_counts: tuple[int, ...] = field(default_factory=lambda: tuple(range(1, (os.cpu_count() or 1) + 1)))
     worker_frames: int = 40
     worker_rounds: int = 3
+    learner_site: str = SITE_128  # the experiment profiles' site
+    learner_rounds: int = 2
+    learner_quick: bool = False  # a few small rollouts per algorithm instead of the profiles' sizes
     data_root: str = "data"
     threads: int = 1
-    sections: tuple[str, ...] = ("env", "training", "memory", "workers")
+    sections: tuple[str, ...] = ("env", "training", "memory", "workers")  # "learner" only when asked for
 
     @classmethod
     def quick(cls) -> BenchConfig:
@@ -67,6 +72,9 @@ class BenchConfig:
             worker_counts=(1, 2),
             worker_frames=5,
             worker_rounds=1,
+            learner_site=SITE_TINY,
+            learner_rounds=1,
+            learner_quick=True,
         )
 
 
@@ -183,6 +191,23 @@ def run_bench(config: BenchConfig, command: str = "python -m iquitos_lightning b
         sections.append(report.workers_section(scaling, Path(config.workers_site).stem))
         figures["workers"] = [asdict(row) for row in scaling]
 
+    if "learner" in config.sections:
+        _progress("learner: ours vs plain PyTorch loops on the twin", start)
+        # lazy: `bench` loads only the sections it is asked for (torch, CityLearn, SB3 are heavy)
+        from iquitos_lightning.bench.learner import LearnerConfig, measure_learner
+
+        learner = LearnerConfig.quick if config.learner_quick else LearnerConfig
+        result = measure_learner(
+            learner(
+                site=config.learner_site,
+                data_root=str(data_root),
+                rounds=config.learner_rounds,
+                rollout_scale=config.frame_scale,
+            )
+        )
+        sections.append(report.learner_section(result, Path(config.learner_site).stem))
+        figures["learner"] = asdict(result)
+
     seconds = time.perf_counter() - start
     figures["seconds"] = seconds
     text = "\n\n".join([report.machine_section(machine, command, seconds), *sections])
@@ -192,7 +217,7 @@ def run_bench(config: BenchConfig, command: str = "python -m iquitos_lightning b
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m iquitos_lightning bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny site, few frames: checks that everything runs")
-    parser.add_argument("--sections", nargs="+", choices=BenchConfig.sections, default=None)
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=None)
     parser.add_argument(
         "--num-workers", type=int, default=None, help="our collection workers (default: SAC 1, PPO/A2C one per core)"
     )
@@ -208,8 +233,8 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="torch.compile our update step (default: as the CPU configs, SAC on, PPO and A2C off)",
     )
-    parser.add_argument("--rounds", type=int, default=None, help="training rounds (ours/SB3 pairs)")
-    parser.add_argument("--frame-scale", type=float, default=None, help="multiply the measured frames")
+    parser.add_argument("--rounds", type=int, default=None, help="training and learner rounds (ours/other pairs)")
+    parser.add_argument("--frame-scale", type=float, default=None, help="multiply the measured frames (rollouts)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads for both sides (default 1)")
     parser.add_argument("--json", type=Path, default=None, help="also write the raw figures here")
     args = parser.parse_args(argv)
@@ -220,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         "overlap": None if args.overlap is None else args.overlap == "on",
         "compile": None if args.compile is None else args.compile == "on",
         "training_rounds": args.rounds,
+        "learner_rounds": args.rounds,
         "frame_scale": args.frame_scale,
         "threads": args.threads,
     }

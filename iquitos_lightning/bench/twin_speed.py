@@ -69,8 +69,8 @@ def twin_steps_per_second(
             twin.step(TensorDict({"action": action}, batch_size=twin.batch_size))
         else:
             state = twin._state
-            state.t, state.soc, state.capacity, state.peak, *_ = twin._simulate(
-                state.t, state.soc, state.capacity, state.peak, action
+            state.t, state.soc, state.capacity, state.peak, *_, state.bands = twin._simulate(
+                state.t, state.soc, state.capacity, state.peak, action, state.bands
             )
 
     twin.reset()

@@ -56,7 +56,14 @@ from torchrl.data import Bounded, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase, RewardSum, StepCounter, TransformedEnv
 
 from iquitos_lightning.envs import objectives
-from iquitos_lightning.envs.actions import PER_SOCKET, SHAVER_RESIDUAL, action_count, socket_bands, socket_power
+from iquitos_lightning.envs.actions import (
+    PER_SOCKET,
+    SHAVER_RESIDUAL,
+    SocketBands,
+    action_count,
+    socket_bands,
+    socket_power,
+)
 from iquitos_lightning.envs.env_action import applied_action
 from iquitos_lightning.envs.finite import FiniteTensorValues
 from iquitos_lightning.envs.grid_target import import_centre_kw
@@ -266,6 +273,7 @@ class IquitosTwin(EnvBase):
         state.capacity = batteries.capacity.expand(envs, -1).clone() if batteries.has_fade else None
         state.peak = torch.zeros(envs, dtype=F64, device=device)  # month-to-date peak import in the peak window
         state.observation = torch.zeros(envs, self._observation_table.shape[1], dtype=torch.float32, device=device)
+        state.bands = None  # compact: the next step's socket bands, from its observation (set by every reset)
         if self.record:
             state.flows = torch.zeros(envs, self.hours, len(FLOW_COLUMNS), dtype=F64, device=device)
             state.departure_soc = torch.zeros(envs, self.hours, self.sockets, dtype=torch.float32, device=device)
@@ -292,8 +300,9 @@ class IquitosTwin(EnvBase):
             state.capacity = torch.where(reset, batteries.capacity, state.capacity)
         peak = torch.zeros_like(state.peak) if self._start_peaks is None else self._start_peaks[first_row]
         state.peak = torch.where(reset[:, 0], peak, state.peak)
-        fresh = self._observe(first_row, start[:, 0], start[:, 1:], peak)
+        fresh, bands = self._observe(first_row, start[:, 0], start[:, 1:], peak)
         state.observation = torch.where(reset, fresh, state.observation)
+        state.bands = _where_bands(reset, bands, state.bands)
         if self.record:
             state.flows[reset[:, 0]] = 0.0
             state.departure_soc[reset[:, 0]] = 0.0
@@ -377,6 +386,9 @@ class IquitosTwin(EnvBase):
                 )
         for name in own:
             setattr(self._state, name, theirs[name].to(self.device, copy=True))
+        # the carried bands (compact) are this twin's own reset's: the next step computes them from the loaded
+        # state instead, bit for bit what was carried (tests/envs/test_twin_start.py)
+        self._state.bands = None
         self._start_generator.set_state(saved["start_generator"])
         self.resets_done = int(saved["resets_done"])
 
@@ -399,10 +411,11 @@ class IquitosTwin(EnvBase):
         state = self._state
         if bool((state.t >= self.hours).any()):
             raise RuntimeError("an episode is over: reset it first")
-        result = self._simulate(state.t, state.soc, state.capacity, state.peak, tensordict.get("action"))
+        result = self._simulate(state.t, state.soc, state.capacity, state.peak, tensordict.get("action"), state.bands)
         state.t, state.soc, state.capacity, state.peak, state.observation, reward, terminated, flows, departing_soc = (
-            result
+            result[:9]
         )
+        state.bands = result[9]
         if self.record:
             rows = torch.arange(self.num_envs, device=self.device)
             state.flows[rows, state.t - 1] = flows
@@ -429,12 +442,16 @@ class IquitosTwin(EnvBase):
         capacity: torch.Tensor | None,
         peak: torch.Tensor,
         action: torch.Tensor,
+        bands: SocketBands | None = None,
     ) -> tuple[Any, ...]:
         """One hour of every env, a pure function of the state (so ``compile_physics`` can fuse it).
 
+        ``bands``: this hour's socket bands when the state carries them (the compact observation computed them
+        for itself, from the same clocks and SOCs); None: computed here.
+
         Returns the next clocks, SOCs, capacities, month-to-date peaks and observations, the float32
-        reward [B, 1], ``terminated`` [B, 1] and, with ``record``, this hour's FLOW_COLUMNS rows and
-        departing SOCs.
+        reward [B, 1], ``terminated`` [B, 1], with ``record`` this hour's FLOW_COLUMNS rows and
+        departing SOCs (else None, None), and the next hour's bands (compact; else None).
         """
         models = self.models
         action = action.to(F64).clamp(-1.0, 1.0)
@@ -443,16 +460,17 @@ class IquitosTwin(EnvBase):
         required = self._required_soc[row]
 
         # The env's action -> each socket's kW inside its band -> the fraction of charger power CityLearn takes.
-        bands = socket_bands(
-            connected,
-            soc[:, 1:],
-            required,
-            self._hours_left[row],
-            self._battery_kwh,
-            self._charger_kw,
-            charger_efficiency=self.charger_efficiency,
-            guarantee=self.ev_guarantee,
-        )
+        if bands is None:
+            bands = socket_bands(
+                connected,
+                soc[:, 1:],
+                required,
+                self._hours_left[row],
+                self._battery_kwh,
+                self._charger_kw,
+                charger_efficiency=self.charger_efficiency,
+                guarantee=self.ev_guarantee,
+            )
         hourly, hourly_f32 = self._hourly[row], self._hourly_f32[row]
         in_window = self._in_peak_window[row]
         action = applied_action(
@@ -521,9 +539,10 @@ class IquitosTwin(EnvBase):
         starting = torch.where(self._arriving[step], self._arrival_soc[step], soc_next[:, 1:])
         soc_next[:, 1:] = torch.where(self._connected[step], starting, 0.0)
         peak = torch.where(self._demand_period_start[step] & ~terminated[:, 0], 0.0, peak)
-        observation = self._observe(step, soc_end[:, 0], torch.where(terminated, soc_after, soc_next[:, 1:]), peak)
+        socket_soc = torch.where(terminated, soc_after, soc_next[:, 1:])
+        observation, next_bands = self._observe(step, soc_end[:, 0], socket_soc, peak)
         reward = reward.to(torch.float32)[:, None]
-        return t_next, soc_next, capacity, peak, observation, reward, terminated, flows, departing_soc
+        return t_next, soc_next, capacity, peak, observation, reward, terminated, flows, departing_soc, next_bands
 
     def _shaping(self, soc_before: Any, soc_after: Any) -> Any:
         bess = self.site_config.bess
@@ -565,10 +584,12 @@ class IquitosTwin(EnvBase):
     # ----- internals -----------------------------------------------------------------------------
     def _observe(
         self, step: torch.Tensor, bess_soc: torch.Tensor, socket_soc: torch.Tensor, peak: torch.Tensor
-    ) -> torch.Tensor:
+    ) -> tuple[torch.Tensor, SocketBands | None]:
         """The float32 observations: the step's table row (``step``: each env's row, year offset + clock) with the
         state columns (BESS SOC, the peak, the fleet sums of ``compact``; the socket SOCs of ``full``) written in,
-        by the CityLearn env's functions."""
+        by the CityLearn env's functions; and, ``compact``, the bands it read, which are the next ``_simulate``'s
+        (same rows, same SOCs: the state carries them so the step does not compute them twice; a terminated env's
+        bands, read from the SOCs after its last hour, are replaced by its reset before any step reads them)."""
         observation = self._observation_table[step]
         bands = connected = hours_left = None
         if self.observation == COMPACT:  # the band the next action maps onto, as _simulate computes it
@@ -588,11 +609,25 @@ class IquitosTwin(EnvBase):
         if self.observation != COMPACT:
             sockets = observation[:, self._state_end :].view(self.num_envs, self.sockets, len(SOCKET_FEATURES))
             sockets[:, :, SOCKET_FEATURES.index("soc")] = socket_soc
-        return observation
+        return observation, bands
 
     def _require_record(self) -> None:
         if not self.record:
             raise RuntimeError("build the twin with record=True to read its flows and departures")
+
+
+def _where_bands(reset: torch.Tensor, fresh: SocketBands | None, kept: SocketBands | None) -> SocketBands | None:
+    """The bands of the envs that ``reset`` ([B, 1]) from ``fresh``, the others' ``kept``. None (the next step computes
+    them) for a full observation, which carries none, and for a partial reset before any bands were kept."""
+    if fresh is None or kept is None:
+        return fresh if fresh is not None and bool(reset.all()) else None
+    return SocketBands(
+        *(torch.where(reset, new, old) for new, old in zip(_band_fields(fresh), _band_fields(kept), strict=True))
+    )
+
+
+def _band_fields(bands: SocketBands) -> tuple[Any, ...]:
+    return (bands.low, bands.high, bands.laxity_h, bands.need_kwh)
 
 
 def _same_site_years(series: SiteSeries, years: Sequence[SiteSeries]) -> list[SiteSeries]:
@@ -661,6 +696,7 @@ class _TwinState:
     capacity: torch.Tensor | None
     peak: torch.Tensor
     observation: torch.Tensor
+    bands: SocketBands | None
     flows: torch.Tensor
     departure_soc: torch.Tensor
 

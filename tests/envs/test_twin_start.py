@@ -12,6 +12,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from iquitos_lightning.envs.actions import socket_bands
 from iquitos_lightning.envs.factory import EnvConfig, make_env
 from iquitos_lightning.envs.twin import make_twin
 
@@ -152,20 +153,22 @@ def _steps(twin, carried: TensorDict, actions: torch.Tensor) -> tuple[TensorDict
     return torch.stack(transitions), carried
 
 
-@pytest.mark.parametrize("start", ["staggered", "random"])
-def test_a_twin_given_its_saved_state_goes_on_mid_episode_as_the_original(data_root: Path, start: str) -> None:
+@pytest.mark.parametrize(("start", "layout"), [("staggered", "per_socket"), ("random", "fleet")])
+def test_a_twin_given_its_saved_state_goes_on_mid_episode_as_the_original(
+    data_root: Path, start: str, layout: str
+) -> None:
     """resume_state/load_resume_state (the exact resume of agents/resume.py): a new twin, reset as a new collector
     resets it and then given the saved state, steps on exactly as the original, through resets (the schedule's
     next starts, the "random" generator), SOCs, peaks and the recorded flows."""
     options = {"num_envs": 3, "start": start, "episode_hours": 10, "seed": 5, "objective": "tariff", "record": True}
-    actions = torch.rand(55, 3, 5, generator=torch.Generator().manual_seed(0)) * 2 - 1
-    original = make_twin(TINY, data_root=data_root, **options)
+    original = make_twin(TINY, data_root=data_root, action_layout=layout, **options)  # fleet: compact, carried bands
+    actions = torch.rand(55, 3, original.action_size, generator=torch.Generator().manual_seed(0)) * 2 - 1
     _, carried = _steps(original, original.reset(), actions[:25])  # every env mid-way through its third episode
     assert not carried["done"].any() and (original._state.t - original._state.start).tolist() == [5, 5, 5]
     saved = _saved_and_loaded(original.resume_state())
     expected, _ = _steps(original, carried, actions[25:])
 
-    resumed = make_twin(TINY, data_root=data_root, **options)
+    resumed = make_twin(TINY, data_root=data_root, action_layout=layout, **options)
     resumed.reset()  # as a new collector does when it is built: moves the schedule on, which the load undoes
     resumed.load_resume_state(saved)
     assert resumed.resets_done == 3
@@ -176,7 +179,7 @@ def test_a_twin_given_its_saved_state_goes_on_mid_episode_as_the_original(data_r
         pd.testing.assert_frame_equal(resumed.flows(env), original.flows(env))
         pd.testing.assert_frame_equal(resumed.departures(env), original.departures(env))
 
-    fresh = make_twin(TINY, data_root=data_root, **options)
+    fresh = make_twin(TINY, data_root=data_root, action_layout=layout, **options)
     fresh.reset()
     restarted, _ = _steps(fresh, carried, actions[25:])  # without the saved state: another run
     assert not torch.equal(restarted["next", "observation"], expected["next", "observation"])
@@ -194,3 +197,44 @@ def test_a_saved_twin_state_of_another_batch_is_refused_and_changes_nothing(data
     assert all(torch.equal(after["tensors"][name], value) for name, value in before["tensors"].items())
     with pytest.raises(ValueError, match="holds"):  # a twin recording KPIs keeps two tables more
         make_twin(TINY, data_root=data_root, num_envs=3, record=True).load_resume_state(saved)
+
+
+def test_the_bands_a_compact_twin_carries_are_those_its_step_would_compute_through_partial_resets(
+    data_root: Path,
+) -> None:
+    """The compact observation computes the next hour's socket bands; the twin carries them into that step instead
+    of computing them again. Bit for bit what the step computes from its state, resets included, so a twin that
+    carries them steps exactly as one that recomputes them every step."""
+    options = {"num_envs": 4, "action_layout": "fleet", "objective": "tariff", "start": "staggered"}
+    twins = [make_twin(TINY, data_root=data_root, episode_hours=30, **options) for _ in range(2)]
+    carrying, recomputing = twins
+    generator = torch.Generator().manual_seed(0)
+    tensordicts = [twin.reset() for twin in twins]
+    partial_resets = 0
+    for _ in range(150):  # env 3 ends its 2nd episode at the year's end while the others run on: partial resets
+        state = carrying._state
+        row = state.t + carrying._row_offset
+        expected = socket_bands(
+            carrying._connected[row],
+            state.soc[:, 1:],
+            carrying._required_soc[row],
+            carrying._hours_left[row],
+            carrying._battery_kwh,
+            carrying._charger_kw,
+        )
+        for name in ("low", "high", "laxity_h", "need_kwh"):
+            assert torch.equal(getattr(state.bands, name), getattr(expected, name)), name
+        recomputing._state.bands = None  # its step computes the bands itself, as before the twin carried them
+        action = torch.rand(4, 2, generator=generator) * 2 - 1
+        steps = []
+        for twin, tensordict in zip(twins, tensordicts, strict=True):
+            tensordict["action"] = action.clone()
+            steps.append(twin.step_and_maybe_reset(tensordict))
+        (out_a, next_a), (out_b, next_b) = steps
+        for key in ("observation", "reward", "done", "terminated"):
+            assert torch.equal(out_a["next", key], out_b["next", key]), key
+        assert torch.equal(next_a["observation"], next_b["observation"])
+        done = out_a["next", "done"]
+        partial_resets += int(bool(done.any()) and not bool(done.all()))
+        tensordicts = [next_a, next_b]
+    assert partial_resets > 0

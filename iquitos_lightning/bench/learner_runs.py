@@ -1,0 +1,121 @@
+"""One run of each side of the learner section: our agent through ``fit`` at an experiment profile's settings, and
+the plain loop (:mod:`.plain_loops`) of the same algorithm with the same settings on the same twin.
+
+Why the agent's own hyperparameters feed the plain loop: "the same settings" is only true if both sides read one
+record. Our agent is built from the profile's ``model.init_args`` (with the bench's budget and no evaluation), and
+the plain loop reads the built agent's ``hparams`` (the profile's values plus every default the agent filled in),
+and steps the very twin our agent's config builds (``make_env(...).base_env``: the same site, envs, layout,
+objective, observation, starts and episode length), without our TorchRL transforms around it.
+Training years (``env.train_site_seeds``) are left out on both sides: they change which rows of the tables an env
+reads, not the work of a step, and the tiny site has none.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+import yaml
+
+from iquitos_lightning.agents import A2C, PPO, SAC, RLAgent
+from iquitos_lightning.agents.config import as_config
+from iquitos_lightning.bench.ours import FrameMarks
+from iquitos_lightning.bench.plain_loops import Mark, on_policy_settings, sac_settings, train_on_policy, train_sac
+from iquitos_lightning.bench.trainer import bare_trainer
+from iquitos_lightning.envs.factory import EnvConfig, make_env
+
+EXPERIMENT_PROFILES = {
+    "PPO": "configs/experiments/tariff/ppo_fleet_tariff_twin_cpu.yaml",
+    "A2C": "configs/experiments/tariff/a2c_fleet_tariff_twin_cpu.yaml",
+    "SAC": "configs/experiments/tariff/sac_fleet_tariff_twin_cpu.yaml",
+}
+AGENTS: dict[str, type[RLAgent]] = {"PPO": PPO, "A2C": A2C, "SAC": SAC}
+
+
+@dataclass(frozen=True)
+class LearnerCase:
+    """One algorithm at its experiment profile's settings, on ``site``, for a warm-up and ``timed_rollouts``."""
+
+    algorithm: str  # "PPO", "A2C" or "SAC"
+    site: str
+    data_root: str = "data"
+    timed_rollouts: int = 2
+    observation: str | None = None  # None: the profile's (compact); "full": the 4-columns-per-socket layout
+    overrides: Mapping[str, Any] = field(default_factory=dict)  # merged into the profile's init_args (quick runs)
+    profile: str | None = None  # None: EXPERIMENT_PROFILES[algorithm]
+
+    @property
+    def profile_path(self) -> str:
+        return self.profile or EXPERIMENT_PROFILES[self.algorithm]
+
+
+def _merged(base: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def profile_init_args(path: str | Path) -> dict[str, Any]:
+    """The ``model.init_args`` of an experiment profile (a LightningCLI YAML)."""
+    return yaml.safe_load(Path(path).read_text())["model"]["init_args"]
+
+
+def warmup_frames(algorithm: str, arguments: Mapping[str, Any]) -> int:
+    """Frames before the timed window: one rollout (PPO/A2C: its first update pays one-time costs); SAC: the random
+    frames, rounded up to rollouts, and the first learning rollout (the mark after it opens the window)."""
+    frames = int(arguments["rollout"]["frames_per_batch"])
+    if algorithm != "SAC":
+        return frames
+    random_rollouts = -(-int(arguments.get("init_random_frames", 0)) // frames)
+    return max(random_rollouts, 1) * frames
+
+
+def agent_arguments(case: LearnerCase) -> dict[str, Any]:
+    """The profile's init_args with the case's site, overrides and budget: warm-up + timed rollouts, no evaluation."""
+    arguments = _merged(profile_init_args(case.profile_path), case.overrides)
+    env = arguments["env"]
+    env.update(site=case.site, data_root=str(case.data_root), train_site_seeds=None)
+    if case.observation is not None:
+        env["observation"] = case.observation
+    frames = int(arguments["rollout"]["frames_per_batch"])
+    budget = warmup_frames(case.algorithm, arguments) + case.timed_rollouts * frames
+    arguments["rollout"].update(frame_budget=budget, eval_every_frames=budget, eval_episodes=0)
+    return arguments
+
+
+def build_agent(case: LearnerCase) -> RLAgent:
+    return AGENTS[case.algorithm](**agent_arguments(case))
+
+
+def agent_hparams(case: LearnerCase) -> dict[str, Any]:
+    """Every hyperparameter the agent of ``case`` runs with (profile values and defaults), as plain values."""
+    return dict(build_agent(case).hparams)
+
+
+def run_project(case: LearnerCase, callbacks: Sequence[pl.Callback] = (), seed: int = 0) -> list[Mark]:
+    """Fit our agent of ``case`` through Lightning (the bench's bare Trainer); the marks after every rollout."""
+    pl.seed_everything(seed, verbose=False)
+    agent = build_agent(case)
+    marks = FrameMarks()
+    bare_trainer(accelerator="cpu", callbacks=[marks, *callbacks]).fit(agent)
+    return marks.marks
+
+
+def run_plain(case: LearnerCase, hparams: Mapping[str, Any], seed: int = 0) -> list[Mark]:
+    """The plain loop of ``case.algorithm`` with ``hparams`` (:func:`agent_hparams`), as many rollouts as our agent's
+    budget, on the twin our agent's env config builds; the marks after every rollout."""
+    torch.manual_seed(seed)
+    twin = make_env(as_config(EnvConfig, dict(hparams["env"]))).base_env
+    rollouts = int(hparams["rollout"]["frame_budget"]) // int(hparams["rollout"]["frames_per_batch"])
+    if case.algorithm == "SAC":
+        return train_sac(twin, sac_settings(dict(hparams)), rollouts)
+    return train_on_policy(twin, on_policy_settings(case.algorithm, dict(hparams)), rollouts)
