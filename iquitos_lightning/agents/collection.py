@@ -25,7 +25,7 @@ resume exact: the env's episode counter and the RNG live where the checkpoint ca
 its whole state and what the collector carries to its next rollout, so it resumes mid-episode: agents/resume.py,
 fastpath/collector_carrier.py). Worker
 processes keep their own, so a resumed run with workers or overlap restarts the workers' episode
-streams (README "Resuming a run"). Workers are started with TorchRL's default ``spawn``: they rebuild
+streams (docs/robustness.md "Resuming a run"). Workers are started with TorchRL's default ``spawn``: they rebuild
 their env from a picklable maker (:func:`~iquitos_lightning.envs.factory.worker_env_makers`).
 """
 

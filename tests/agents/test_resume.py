@@ -146,7 +146,7 @@ def _two_worker_sac(frame_budget: int) -> SAC:
 
 @pytest.mark.parametrize("make_sac", [_overlapping_sac, _two_worker_sac], ids=["overlap", "two_workers"])
 def test_resume_with_worker_collection_goes_on_from_the_checkpoint(tmp_path, make_sac):
-    """Workers restart their episode streams on resume (README "Resuming a run"), so the run is not the
+    """Workers restart their episode streams on resume (docs/robustness.md "Resuming a run"), so the run is not the
     uninterrupted one; everything the learner holds must still come from the checkpoint, not from scratch."""
     pl.seed_everything(5)
     first = make_sac(300)
