@@ -46,6 +46,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from iquitos_lightning.control.baselines import REFERENCES_VERSION, run_baselines
+from iquitos_lightning.envs.actions import FLAT_RULE_RESIDUAL, RULE_RESIDUAL, SHAVER_RESIDUAL
 from iquitos_lightning.experiments.launchers import Launcher, LauncherOptions
 from iquitos_lightning.experiments.profiles import EXPERIMENTS, find_profile, profile_files
 from iquitos_lightning.report.comparison import (
@@ -93,6 +94,7 @@ class RunSpec:
     overrides: tuple[str, ...]
     forecasts: str = PAST_DAYS  # what the agent knew of the coming hours (env.forecasts)
     train_site_seeds: tuple[int, ...] | None = None  # the site years it trained on (None: the evaluation year)
+    starts_from: str = "scratch"  # "scratch", or the hand-written prior its residual layout acts around
 
     @property
     def name(self) -> str:
@@ -218,7 +220,9 @@ def plan_runs(
             information = str(env_setting(path, agent_overrides, "forecasts", PAST_DAYS))
             years = env_setting(path, agent_overrides, "train_site_seeds", None)
             years = tuple(int(year) for year in yaml.safe_load(str(years))) if years not in (None, "null") else None
-            specs.append(RunSpec(agent, seed, path, run_dir, budget, tuple(overrides), information, years))
+            layout = str(env_setting(path, agent_overrides, "actions", "per_socket"))
+            prior = f"prior: {layout}" if layout in PRIOR_LAYOUTS else "scratch"
+            specs.append(RunSpec(agent, seed, path, run_dir, budget, tuple(overrides), information, years, prior))
     return specs
 
 
@@ -256,6 +260,8 @@ def run_overrides(site_path: Path, seed: int, budget: int, period: int, run_dir:
 
 OBJECTIVE = "model.init_args.env.objective"
 FORECASTS_KEY = "model.init_args.env.forecasts"
+# Action layouts that act around a hand-written controller (envs/actions.py): their rows say so in the table.
+PRIOR_LAYOUTS = (RULE_RESIDUAL, SHAVER_RESIDUAL, FLAT_RULE_RESIDUAL)
 
 
 def env_setting(path: Path, overrides: dict[str, str], name: str, default: Any) -> Any:
@@ -468,18 +474,22 @@ def trained_on(spec: RunSpec, evaluation_seed: int) -> str:
 
 
 def add_information_columns(table: pd.DataFrame, specs: list[RunSpec], evaluation_seed: int) -> None:
-    """``information`` (what the row knew of the coming hours) and ``trained_on`` (site seeds) for every row."""
+    """``information`` (what the row knew of the coming hours), ``trained_on`` (site seeds) and ``starts_from``
+    (``scratch`` or the hand-written prior a residual agent acts around) for every row."""
     information: dict[str, str] = {}
     years: dict[str, str] = {}
+    starts: dict[str, str] = {}
     for name in table.index:
         kind = next((key for key in REFERENCE_INFORMATION if str(name).startswith(key)), None)
         if kind is not None:
-            information[name], years[name] = REFERENCE_INFORMATION[kind], "-"
+            information[name], years[name], starts[name] = REFERENCE_INFORMATION[kind], "-", "-"
     for spec in specs:
         information[spec.agent] = spec.forecasts
         years[spec.agent] = trained_on(spec, evaluation_seed)
+        starts[spec.agent] = spec.starts_from
     table["information"] = [information.get(name, "?") for name in table.index]
     table["trained_on"] = [years.get(name, "?") for name in table.index]
+    table["starts_from"] = [starts.get(name, "?") for name in table.index]
 
 
 def _per_run(outcomes: list[RunOutcome]) -> dict[str, dict[str, Any]]:

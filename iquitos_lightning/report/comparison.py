@@ -50,7 +50,11 @@ TABLE_KPIS = (
 )
 EV_SERVICE_TOLERANCE = 0.01  # share of the EV energy served by the rule-based reference
 # Optional text columns of a table (experiments/compare.py adds them): what each row knew, and which years trained it
-INFORMATION_COLUMNS = {"information": "knew ahead", "trained_on": "trained on (site seeds)"}
+INFORMATION_COLUMNS = {
+    "starts_from": "starts from",
+    "information": "knew ahead",
+    "trained_on": "trained on (site seeds)",
+}
 
 
 def gap_closed_pct(value: float, start: float, best: float) -> float:

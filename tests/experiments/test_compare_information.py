@@ -30,8 +30,11 @@ def test_an_oracle_entry_is_the_profile_with_oracle_forecasts_and_rows_say_what_
     add_information_columns(table, specs, evaluation_seed=7)
     assert table["information"].tolist() == ["the hour now", "past_days", "past_days", "oracle"]
     assert table["trained_on"].tolist() == ["-", "-", "7 (the evaluation year)", "30, 31"]
+    assert table["starts_from"].tolist() == ["-", "-", "scratch", "scratch"]
     markdown = comparison_markdown(table)
-    assert "| knew ahead | trained on (site seeds) |" in markdown
-    assert "| ppo+oracle (1 seeds) | oracle | 30, 31 |" in markdown
+    assert "| starts from | knew ahead | trained on (site seeds) |" in markdown
+    assert "| ppo+oracle (1 seeds) | scratch | oracle | 30, 31 |" in markdown
+    residual = plan_runs(TINY, ["sac"], 1, 100, "cpu", tmp_path, ["model.init_args.env.actions=shaver_residual"])
+    assert residual[0].starts_from == "prior: shaver_residual"  # a row that starts from a hand-written controller
     with pytest.raises(CompareError, match="forecast kind"):
         plan_runs(TINY, ["ppo+tomorrow"], 1, 100, "cpu", tmp_path)
