@@ -21,7 +21,7 @@ os.environ["WANDB_SILENT"] = "true"
 REPO = Path(__file__).resolve().parents[1]
 os.chdir(REPO)
 
-# The suite runs in parallel (pyproject: ``-n auto --dist loadfile``, one worker per core). Each worker gets its
+# The suite runs in parallel (pyproject: ``-n auto --dist worksteal``, one worker per core). Each worker gets its
 # share of the cores for torch's intra-op threads: workers x threads = cores, never more threads than cores.
 # Subprocesses (the CLI tests, collector workers) inherit the share through OMP_NUM_THREADS: two processes each
 # spinning two OpenMP threads on two cores ran SAC updates ~4x slower than one thread each (measured here).

@@ -1,7 +1,7 @@
 """Real learning on Pendulum-v1: PPO clearly beats a random policy (about a minute on the 2-core machine).
 
-In a file of its own (the SAC test beside it) so that pytest-xdist, which keeps a file on one worker
-(``--dist loadfile``), runs the two long learning tests at the same time.
+In a file of its own (the SAC test beside it), so the two long learning tests can run on both pytest-xdist workers
+at the same time.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The compiled twin (``compile_physics``: ``torch.compile`` of the step's physics) steps exactly as the eager one.
 
-Its own file: compiling takes ~30-60 s on the 2-core CPU, and pytest-xdist (``--dist loadfile``) can then run it
-beside the other twin tests instead of after them.
+Its own file: compiling takes ~30-60 s on the 2-core CPU; pytest-xdist (``--dist worksteal``) runs it beside the
+other twin tests instead of after them.
 """
 
 from __future__ import annotations
