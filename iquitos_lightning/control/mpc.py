@@ -63,7 +63,7 @@ class MPCController:
         self.solves = 0
 
     def _profile(self, values: np.ndarray, ahead: np.ndarray | None, now: float, t: int, hours: int) -> np.ndarray:
-        if self.forecast == "perfect" or ahead is None:
+        if ahead is None:  # perfect: the true values
             return values[t : t + hours]
         return np.concatenate([[now], ahead[t, : hours - 1]])
 

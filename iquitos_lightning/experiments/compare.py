@@ -258,7 +258,6 @@ def run_overrides(site_path: Path, seed: int, budget: int, period: int, run_dir:
     ]
 
 
-OBJECTIVE = "model.init_args.env.objective"
 FORECASTS_KEY = "model.init_args.env.forecasts"
 # Action layouts that act around a hand-written controller (envs/actions.py): their rows say so in the table.
 PRIOR_LAYOUTS = (RULE_RESIDUAL, SHAVER_RESIDUAL, FLAT_RULE_RESIDUAL)
@@ -276,19 +275,12 @@ def env_setting(path: Path, overrides: dict[str, str], name: str, default: Any) 
 
 def profile_objective(path: Path, overrides: dict[str, str] | None = None) -> str:
     """The objective a profile trains on (an override of ``env.objective`` wins; ``thesis`` when unset)."""
-    if overrides and OBJECTIVE in overrides:
-        return overrides[OBJECTIVE]
-    env = yaml.safe_load(path.read_text())["model"]["init_args"].get("env") or {}
-    return str(env.get("objective", "thesis"))
+    return str(env_setting(path, overrides or {}, "objective", "thesis"))
 
 
 def profile_eval_backend(path: Path, overrides: dict[str, str]) -> str:
     """The simulator a run's evaluations ran on (``env.eval_backend``: ``citylearn`` when unset)."""
-    key = f"--{OBJECTIVE.rsplit('.', 1)[0]}.eval_backend"
-    if key in overrides:
-        return overrides[key]
-    env = yaml.safe_load(path.read_text())["model"]["init_args"].get("env") or {}
-    return str(env.get("eval_backend", "citylearn"))
+    return str(env_setting(path, overrides, "eval_backend", "citylearn"))
 
 
 def run_one(spec: RunSpec, threads: int) -> RunOutcome:
