@@ -24,7 +24,9 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
 - one run per folder: a ``fit`` without ``--ckpt_path`` on a checkpoint folder that holds checkpoints is
   refused unless ``--run.new`` moves the earlier run aside (:mod:`iquitos_lightning.training.run_folder`);
 - ``profile: auto`` / ``--profile auto``: sizes, precision and buffer chosen for the device, explicit
-  settings win (:mod:`iquitos_lightning.profile.auto_profile`).
+  settings win (:mod:`iquitos_lightning.profile.auto_profile`);
+- ``final_test.backend: citylearn``: a ``fit`` that reached its budget ends with a test of the final policy on
+  CityLearn itself (:mod:`iquitos_lightning.training.final_test`): the card's profiles train on the twin.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ from iquitos_lightning.training.callbacks import (
 )
 from iquitos_lightning.training.checkpoint_io import SafeCheckpointIO
 from iquitos_lightning.training.quiet import quiet_library_noise
+from iquitos_lightning.training.final_test import FinalTest, run_final_test
 from iquitos_lightning.training.run_folder import RunOptions, claim_run_folder, move_aside
 from iquitos_lightning.training.tracking import TrackingConfig, resolve_wandb_mode, wandb_loggers
 
@@ -143,6 +146,7 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
         parser.add_lightning_class_args(LearningHealth, "health")
         parser.add_class_arguments(TrackingConfig, "tracking")
         parser.add_class_arguments(RunOptions, "run")
+        parser.add_class_arguments(FinalTest, "final_test")
         parser.set_defaults(
             {
                 "trainer.max_epochs": -1,
@@ -212,6 +216,12 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
         root = _logger_root(self.config[self.subcommand].trainer.logger)
         if self._earlier_run and root:
             Path(root).mkdir(parents=True, exist_ok=True)  # the W&B logger was given it when it was built
+
+    def after_fit(self) -> None:
+        """``final_test.backend``: a fit that reached its budget ends with a test on that simulator (final_test.py)."""
+        backend = self.config[self.subcommand].final_test.backend
+        if backend is not None and not interrupt_requested():
+            run_final_test(self.trainer, self.model, backend)
 
     @staticmethod
     def _claim_run_folder(config: Any) -> tuple[Path, ...]:
@@ -349,6 +359,12 @@ def raised_while_interrupting(error: BaseException) -> bool:
     although the user had asked to stop and the checkpoint was saved. Such a run is an interrupted one (130).
     """
     return find_in_chain(error, KeyboardInterrupt) is not None
+
+
+def interrupt_requested() -> bool:
+    """True once Ctrl-C or SIGTERM asked this run to stop."""
+    request = interrupt.last_request()
+    return request is not None and request.requested
 
 
 def _interrupted_exit_code() -> int:

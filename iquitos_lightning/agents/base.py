@@ -32,6 +32,7 @@ add their own layer (:mod:`.on_policy`, :mod:`.off_policy`); the algorithms are 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
@@ -208,6 +209,16 @@ class RLAgent(pl.LightningModule):
         if self._runtime.eval_env is None:
             self._runtime.eval_env = make_env(self.env_config, evaluation=True)
         return self._runtime.eval_env
+
+    def evaluate_on(self, backend: str) -> None:
+        """Evaluations from now on run on ``backend`` (``citylearn`` or ``twin``): the final test of a run that
+        evaluated on the twin while training is a year on CityLearn itself (cli.py, ``final_test``)."""
+        if backend == self.env_config.eval_backend:
+            return
+        self.env_config = dataclasses.replace(self.env_config, eval_backend=backend)  # validated again
+        if self._runtime.eval_env is not None:
+            self._runtime.eval_env.close()
+            self._runtime.eval_env = None
 
     @property
     def frame_budget(self) -> int:

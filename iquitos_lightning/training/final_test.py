@@ -1,0 +1,59 @@
+"""The final test of a ``fit``: the trained policy's year on CityLearn itself, run by the same command.
+
+Why: the card's profiles train and evaluate at intervals on the twin (bit-equal to CityLearn, ~10x faster for a
+year), but the figure a user reports is CityLearn's own. With ``final_test.backend: citylearn`` a ``fit`` that ran
+to its budget ends with ``test`` on that simulator: the KPI row goes to ``<run>/kpis.json`` (the file ``compare``
+and the README name) and its report to ``<run>/report/test-<backend>/``, beside the fit's report rather than over
+it. A stopped run (Ctrl-C, SIGTERM) is not tested: ``fit --ckpt_path last`` resumes it and tests at its end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightning.pytorch as pl
+
+from iquitos_lightning.agents import RLAgent
+from iquitos_lightning.envs.factory import BACKENDS
+from iquitos_lightning.errors import ConfigError
+from iquitos_lightning.training.callbacks import RunReport
+from iquitos_lightning.training.callbacks.report import report_dir
+
+
+@dataclass
+class FinalTest:
+    """What ``fit`` runs once training has reached its budget."""
+
+    backend: str | None = None  # "citylearn" or "twin": test the final policy on this simulator (None: no test)
+
+    def __post_init__(self) -> None:
+        if self.backend is not None and self.backend not in BACKENDS:
+            raise ConfigError(f"final_test.backend must be one of {BACKENDS} or null, got {self.backend!r}")
+
+
+def run_final_test(trainer: pl.Trainer, model: pl.LightningModule, backend: str) -> bool:
+    """``trainer.test`` of ``model`` on ``backend`` when the fit ran to its budget; True when it ran."""
+    if not isinstance(model, RLAgent) or trainer.interrupted or model.frames_done < model.frame_budget:
+        return False
+    model.evaluate_on(backend)
+    for callback in trainer.callbacks:
+        if isinstance(callback, RunReport):
+            folder = Path(callback.dirpath) if callback.dirpath else report_dir(trainer)
+            callback.dirpath = str(folder / f"test-{backend}")
+    print(f"training reached its budget: testing the final policy on {backend} (one evaluation year) ...", flush=True)
+    trainer.test(model, verbose=False)
+    row = model.test_kpi_row()
+    if row is not None:
+        print(f"final test on {backend}: {final_figures(row)}", flush=True)
+    return True
+
+
+def final_figures(row: dict) -> str:
+    """The figures a user reports from a test's KPI row: return, bill (tariff runs) and EV energy unmet."""
+    figures = [f"episode return {row['episode_return']:,.2f}"]
+    if "tariff_cost" in row:
+        figures.append(f"bill {row['tariff_cost']:,.0f} PEN (demand charge {row['demand_charge']:,.0f})")
+    if "ev_unmet_kwh" in row:
+        figures.append(f"EV energy unmet {row['ev_unmet_kwh']:,.0f} kWh")
+    return ", ".join(figures)
