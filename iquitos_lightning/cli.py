@@ -72,8 +72,8 @@ from iquitos_lightning.training.callbacks import (
     interrupt,
 )
 from iquitos_lightning.training.checkpoint_io import SafeCheckpointIO
-from iquitos_lightning.training.quiet import quiet_library_noise
 from iquitos_lightning.training.final_test import FinalTest, run_final_test
+from iquitos_lightning.training.quiet import quiet_library_noise
 from iquitos_lightning.training.run_folder import RunOptions, claim_run_folder, move_aside
 from iquitos_lightning.training.tracking import TrackingConfig, resolve_wandb_mode, wandb_loggers
 
