@@ -91,9 +91,8 @@ def test_overrides_apply_to_all_agents_or_to_the_named_one():
 
 
 def test_budget_rounds_up_to_whole_rollouts_and_bad_arguments_are_refused(tmp_path):
-    specs = plan_runs(
-        TINY, ["a2c", "ppo"], 2, 100, "cpu", tmp_path, ["ppo:" + "model.init_args.rollout.frames_per_batch=64"]
-    )
+    fewer = ["ppo:" + "model.init_args.rollout.frames_per_batch=64"]
+    specs = plan_runs(TINY, ["a2c", "ppo"], 2, 100, "per_socket_cpu", tmp_path, fewer)
     budgets = {(spec.agent, spec.seed): spec.frame_budget for spec in specs}
     assert budgets == {("a2c", 0): 120, ("a2c", 1): 120, ("ppo", 0): 128, ("ppo", 1): 128}  # a2c rollouts of 24
     assert specs[1].run_dir == tmp_path / "tiny" / "thesis" / "a2c-seed1"
@@ -101,8 +100,10 @@ def test_budget_rounds_up_to_whole_rollouts_and_bad_arguments_are_refused(tmp_pa
     assert parse_frames("sac=5,ppo=7,a2c=9", ["sac", "ppo"]) == {"sac": 5, "ppo": 7}
     with pytest.raises(CompareError, match="no budget for ppo"):
         parse_frames("sac=5", ["sac", "ppo"])
-    per_agent = plan_runs(TINY, ["a2c", "ppo"], 1, {"a2c": 30, "ppo": 3000}, "cpu", tmp_path)
-    assert [spec.frame_budget for spec in per_agent] == [48, 5840]  # ppo_cpu rollouts are 2,920 frames
+    per_agent = plan_runs(TINY, ["a2c", "ppo"], 1, {"a2c": 30, "ppo": 3000}, "per_socket_cpu", tmp_path)
+    assert [spec.frame_budget for spec in per_agent] == [48, 5840]  # ppo_per_socket_cpu rollouts are 2,920 frames
+    card = plan_runs(TINY, ["a2c", "ppo"], 1, 100, "cpu", tmp_path)
+    assert [spec.frame_budget for spec in card] == [512, 8192]  # the card's twin profiles: rollouts of 512 and 8,192
     with pytest.raises(CompareError, match="unknown agent"):
         plan_runs(TINY, ["dqn"], 1, 100, "cpu", tmp_path)
     with pytest.raises(CompareError, match="no training profile"):
@@ -132,12 +133,15 @@ def test_a_profile_is_found_in_configs_then_in_its_objectives_experiments_folder
 
 
 def test_every_experiment_profile_lives_under_its_objective_and_names_its_own_path():
-    """``configs/experiments/<objective>/`` holds the ``*_twin_cpu`` profiles, each under the objective it trains on
-    (``thesis`` when unset), each with the ``fit --config`` line of its own path; none is left at the top."""
+    """``configs/experiments/<objective>/`` holds the experiments' profiles (``*_twin_cpu`` and the per-socket CityLearn
+    ones), each under the objective it trains on (``thesis`` when unset), each with the ``fit --config`` line of its own
+    path; none is left at the top, where only the card's profiles, the seeds' per-socket SAC and the smoke run are."""
     configs = REPO / "configs"
-    assert not list(configs.glob("*_twin_cpu.yaml"))
+    card = {f"{agent}_{device}.yaml" for agent in ("sac", "ppo", "a2c") for device in ("cpu", "rtx4060", "auto")}
+    assert {path.name for path in configs.glob("*.yaml")} == card | {"sac_per_socket_cpu.yaml", "smoke.yaml"}
     profiles = sorted((configs / "experiments").glob("*/*.yaml"))
-    assert len(profiles) >= 16 and all(path.name.endswith("_twin_cpu.yaml") for path in profiles)
+    assert len(profiles) >= 18
+    assert all(path.name.endswith(("_twin_cpu.yaml", "_per_socket_cpu.yaml")) for path in profiles)
     for path in profiles:
         env = yaml.safe_load(path.read_text())["model"]["init_args"]["env"]
         assert path.parent.name == env.get("objective", "thesis"), path
@@ -149,12 +153,12 @@ def test_every_experiment_profile_lives_under_its_objective_and_names_its_own_pa
 def test_compare_runs_end_to_end_on_the_tiny_site_and_keeps_finished_runs(tmp_path):
     command = [
         sys.executable, "-m", "iquitos_lightning", "compare", "--site", str(TINY), "--agents", "sac,ppo,a2c",
-        "--seeds", "1", "--frames", "168", "--jobs", "2",
+        "--seeds", "1", "--frames", "168", "--jobs", "2", "--profile", "per_socket_cpu",
         "--results", str(tmp_path / "results"), "--runs", str(tmp_path / "runs"),
         "--override", "ppo:model.init_args.rollout.frames_per_batch=168",
         "--override", "sac:model.init_args.rollout.frames_per_batch=168",
         "--override", "model.init_args.hidden_sizes=[16,16]",
-        "--override", "sac:model.init_args.speed.compile=false",  # sac_cpu compiles: tests/agents/test_speed.py
+        "--override", "sac:model.init_args.speed.compile=false",  # it compiles: tests/agents/test_speed.py
     ]  # fmt: skip
     first = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]

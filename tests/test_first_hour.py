@@ -31,8 +31,8 @@ def test_the_rtx4060_profile_on_a_machine_without_cuda_stops_at_once_naming_the_
     assert (
         len(errors) == 1 and "--config configs/sac_cpu.yaml" in errors[0] and "--trainer.accelerator cpu" in errors[0]
     )
-    # what it would have cost: 876,000 frames x 1 update per frame at 50-90 updates/s
-    assert "876,000 SAC updates, about 2.7-4.9 h on a 2-core CPU" in errors[0]
+    # what it would have cost: 786,432 frames x 0.25 updates per frame at 60-120 updates/s (64x64 networks)
+    assert "196,608 SAC updates, about 0.5-0.9 h on a 2-core CPU" in errors[0]
     assert "Traceback" not in completed.stderr
 
 

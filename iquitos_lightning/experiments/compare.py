@@ -243,7 +243,9 @@ def warmup_overrides(agent: str, init_args: dict[str, Any], budget: int) -> list
 
 def run_overrides(site_path: Path, seed: int, budget: int, period: int, run_dir: Path) -> list[str]:
     """The ``fit`` overrides that make a profile one run of an experiment: site, seeds, budget, evaluation period
-    (one episode each), and every output (logs, report, checkpoints) under ``run_dir``."""
+    (one episode each), every output (logs, report, checkpoints) under ``run_dir``, and no final test (a card
+    profile's CityLearn year after fit): the experiment's row is the fit's last evaluation, on the profile's
+    evaluation env (the twin's is bit-equal to CityLearn)."""
     return [
         f"--seed_everything={seed}",
         f"--model.init_args.env.site={site_path}",
@@ -255,6 +257,7 @@ def run_overrides(site_path: Path, seed: int, budget: int, period: int, run_dir:
         f"--trainer.logger.init_args.name={run_dir.name}",
         f"--checkpoint.dirpath={run_dir / 'checkpoints'}",
         "--trainer.enable_progress_bar=false",
+        "--final_test.backend=null",
     ]
 
 

@@ -51,8 +51,10 @@ def adapt_to_machine(accelerator: str | None, precision: str | int | None, cuda_
     return TrainerDevice(accelerator, precision_text, None)
 
 
-# SAC updates/s of 256x256 networks on the 2-core development CPU (docs/performance.md; profiles.py "cpu" class).
+# SAC updates/s on the 2-core development CPU (docs/performance.md): 256x256 networks, and 64x64 ones (the card's).
 SAC_CPU_UPDATES_PER_S = (50.0, 90.0)
+SAC_CPU_UPDATES_PER_S_SMALL = (60.0, 120.0)
+SMALL_WIDTH = 64
 
 
 def _value(section: Any, key: str) -> Any:
@@ -73,10 +75,14 @@ def cpu_duration_hint(model: Any) -> str:
     hint = f" (it asks for {int(frames):,} frames"
     if str(_value(model, "class_path") or "").endswith("SAC"):
         updates = int(frames) * float(_value(init_args, "updates_per_frame") or 1.0)
-        fast, slow = (updates / rate / 3600 for rate in sorted(SAC_CPU_UPDATES_PER_S, reverse=True))
+        widths = [int(width) for width in _value(init_args, "hidden_sizes") or [256]]
+        small = max(widths) <= SMALL_WIDTH
+        rates = SAC_CPU_UPDATES_PER_S_SMALL if small else SAC_CPU_UPDATES_PER_S
+        fast, slow = (updates / rate / 3600 for rate in sorted(rates, reverse=True))
+        size = f"{SMALL_WIDTH}x{SMALL_WIDTH}" if small else "256x256"
         hint += (
             f": {updates:,.0f} SAC updates, about {fast:.1f}-{slow:.1f} h on a 2-core CPU at the "
-            f"{SAC_CPU_UPDATES_PER_S[0]:.0f}-{SAC_CPU_UPDATES_PER_S[1]:.0f} updates/s measured for 256x256 networks"
+            f"{rates[0]:.0f}-{rates[1]:.0f} updates/s measured for {size} networks"
         )
     return hint + ")"
 
@@ -90,7 +96,7 @@ def refuse_gpu_profile_without_cuda(
 ) -> None:
     """A config file written for a GPU (half precision) started where there is no CUDA device stops at once.
 
-    Why: run on the CPU, the RTX 4060 profile's 256x256 networks and 1M buffer quietly became a run of hours.
+    Why: run on the CPU, the RTX 4060 profile (then 256x256 networks, a 1M buffer) quietly became a run of hours.
     It continues when the user typed ``--trainer.accelerator cpu`` (or the precision) on the command line.
     """
     if cuda_available or {"trainer.accelerator", "trainer.precision"} & typed_keys:
