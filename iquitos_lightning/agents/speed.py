@@ -5,7 +5,7 @@ the update plus replaying it as a CUDA graph is what published numbers credit fo
 (LeanRL: SAC 127 -> 725 frames/s on an H100). Each switch must earn its place by measurement
 (``benchmarks/bench_speed.py``, the ``bench`` command), so each is opt-in in the agents and turned
 on by the configs where measured: on the 2-core CPU, ``compile`` doubled SAC's updates/s at 64x64,
-so ``sac_cpu.yaml`` and the CPU profile turn it on for SAC (docs/performance.md).
+so ``sac_per_socket_cpu.yaml`` and the CPU profile turn it on for SAC (docs/performance.md).
 
 - ``compile``: ``torch.compile`` of the agent's :meth:`loss_terms` (the losses' forward; AOTAutograd
   compiles their backward too). Optimizer steps stay in Lightning, so precision plugins, gradient

@@ -75,3 +75,22 @@ def test_durations_read_as_clock_times() -> None:
 def test_window_must_hold_two_samples() -> None:
     with pytest.raises(ValueError):
         StepRate(window=1)
+
+
+def test_the_window_restarts_at_the_first_update_and_warm_up_shows_no_eta(tmp_path: Path) -> None:
+    """SAC's random warm-up collects 10x faster than training runs: its batches must not set the ETA."""
+    step_rate = StepRate(window=8)
+    warm_up = [CounterSample(time_s=t, batches=t, global_step=0, frames=1_000 * t, updates=0) for t in range(4)]
+    for sample in warm_up:
+        step_rate.add_sample(sample)
+    training = CounterSample(time_s=14.0, batches=4, global_step=25, frames=4_100, updates=25)
+    step_rate.add_sample(training)
+    rates = window_rates(step_rate._samples[0], step_rate._samples[-1])
+    assert rates is not None and rates.frames_per_s == pytest.approx(100)  # 1,100 frames in 11 s, not 4,100 in 14
+    # a real fit whose module has not updated yet: fps is logged, the ETA is not
+    module = TinyRLModule(frame_budget=10_000, batch_size=8)
+    module.after_update = lambda frames, reward: setattr(module, "frames_done", module.frames_done + frames)
+    trainer = make_trainer(tmp_path, [StepRate(log_every_n_steps=5, window=8)], max_steps=10)
+    trainer.fit(module)
+    rows = [row for row in logged_rows(trainer) if "speed/frames_per_s" in row]
+    assert rows and all(row["speed/frames_per_s"] > 0 and "progress/eta_s" not in row for row in rows)
