@@ -243,8 +243,10 @@ def _run_project_command(args: list[str]) -> int:
     if args[0] == "bench":  # speed and memory report (iquitos_lightning/bench, docs/performance.md)
         # lazy: each command loads only what it runs (build-site must not pay for torch and Lightning)
         from iquitos_lightning.bench.run import main as bench_main
+        from iquitos_lightning.training.quiet import quiet_library_noise
 
-        return bench_main(args[1:])
+        quiet_library_noise("--verbose" in args)  # the bench's fits printed the litlogger tip and LeafSpec per run
+        return bench_main([arg for arg in args[1:] if arg != "--verbose"])
     if args[0] == "gpu-check":  # the GPU proof (iquitos_lightning/bench/gpu_check.py, docs/performance.md)
         # lazy: each command loads only what it runs
         from iquitos_lightning.bench.gpu_check import main as gpu_check_main
