@@ -9,14 +9,18 @@ it. A stopped run (Ctrl-C, SIGTERM) is not tested: ``fit --ckpt_path last`` resu
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import lightning.pytorch as pl
 
 from iquitos_lightning.agents import RLAgent
-from iquitos_lightning.envs.factory import BACKENDS
+from iquitos_lightning.control.baselines import REFERENCES_VERSION
+from iquitos_lightning.envs.factory import BACKENDS, IQUITOS
 from iquitos_lightning.errors import ConfigError
+from iquitos_lightning.report.comparison import gap_closed_pct
+from iquitos_lightning.site.config import load_site_config
 from iquitos_lightning.training.callbacks import RunReport
 from iquitos_lightning.training.callbacks.report import report_dir
 
@@ -46,6 +50,10 @@ def run_final_test(trainer: pl.Trainer, model: pl.LightningModule, backend: str)
     row = model.test_kpi_row()
     if row is not None:
         print(f"final test on {backend}: {final_figures(row)}", flush=True)
+        env = model.env_config
+        gap = gap_line(row, Path(env.site), env.objective) if env.name == IQUITOS else None
+        if gap is not None:
+            print(gap, flush=True)
     return True
 
 
@@ -57,3 +65,30 @@ def final_figures(row: dict) -> str:
     if "ev_unmet_kwh" in row:
         figures.append(f"EV energy unmet {row['ev_unmet_kwh']:,.0f} kWh")
     return ", ".join(figures)
+
+
+RESULTS = Path("results")  # where `baselines` writes results/<site>/baselines.json (compare's default too)
+OBJECTIVE_VALUE = {"tariff": ("tariff_cost", "bill"), "thesis": ("thesis_return", "return")}
+
+
+def gap_line(row: dict, site: Path, objective: str, results: Path = RESULTS) -> str | None:
+    """The test's share of the rule-to-optimum gap on ``objective``, from this site's ``baselines.json`` (the
+    references the README's tables use); None when there is none for this exact site config (run ``baselines``)."""
+    site_config = load_site_config(site)
+    path = results / site_config.name / "baselines.json"
+    if objective not in OBJECTIVE_VALUE or not path.is_file():
+        return None
+    references = json.loads(path.read_text())
+    if references.get("site_config_hash") != site_config.content_hash():
+        return None
+    if references.get("references_version") != REFERENCES_VERSION:
+        return None
+    column, what = OBJECTIVE_VALUE[objective]
+    values = references["objectives"][objective]
+    rule, best = values["rule_based"][column], values[f"optimum_{objective}"][column]
+    mine = row["tariff_cost"] if objective == "tariff" else row["episode_return"]
+    shown = ",.0f" if objective == "tariff" else ",.2f"
+    return (
+        f"{gap_closed_pct(mine, rule, best):.1f} % of the rule-to-optimum gap on {objective} (rule-based {what} "
+        f"{rule:{shown}}, optimum {best:{shown}}: {path})"
+    )

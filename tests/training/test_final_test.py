@@ -10,7 +10,9 @@ import pytest
 
 from iquitos_lightning.agents import RLAgent
 from iquitos_lightning.cli import IquitosLightningCLI, run_lightning_cli
-from iquitos_lightning.training.final_test import FinalTest, run_final_test
+from iquitos_lightning.control.baselines import REFERENCES_VERSION
+from iquitos_lightning.site.config import load_site_config
+from iquitos_lightning.training.final_test import FinalTest, gap_line, run_final_test
 
 REPO = Path(__file__).resolve().parents[2]
 TWIN_FLEET = [
@@ -66,3 +68,18 @@ def test_a_fit_stopped_before_its_budget_is_not_tested(tmp_path):
 def test_an_unknown_backend_is_refused():
     with pytest.raises(Exception, match="final_test.backend must be one of"):
         FinalTest(backend="gym")
+
+
+def test_the_gap_line_reads_this_sites_references_and_only_those(tmp_path):
+    tiny = REPO / "configs" / "site" / "tiny.yaml"
+    folder = tmp_path / load_site_config(tiny).name
+    folder.mkdir()
+    tariff = {"rule_based": {"tariff_cost": 1000.0}, "optimum_tariff": {"tariff_cost": 600.0}}
+    references = {"site_config_hash": load_site_config(tiny).content_hash(), "references_version": REFERENCES_VERSION,
+                  "objectives": {"tariff": tariff}}  # fmt: skip
+    (folder / "baselines.json").write_text(json.dumps(references))
+    line = gap_line({"tariff_cost": 700.0}, tiny, "tariff", results=tmp_path)
+    assert line is not None and line.startswith("75.0 % of the rule-to-optimum gap on tariff (rule-based bill 1,000")
+    (folder / "baselines.json").write_text(json.dumps(references | {"site_config_hash": "another site"}))
+    assert gap_line({"tariff_cost": 700.0}, tiny, "tariff", results=tmp_path) is None  # stale: no figure at all
+    assert gap_line({"tariff_cost": 700.0}, tiny, "tariff", results=tmp_path / "none") is None
