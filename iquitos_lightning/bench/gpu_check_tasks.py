@@ -145,6 +145,7 @@ def profile_fit_command(config: str, rollouts: int, workdir: str, report_path: s
         f"--checkpoint.dirpath={workdir}/checkpoints",
         f"--checkpoint.every_n_frames={budget * 10}",
         "--tracking.wandb=false",
+        "--final_test.backend=null",  # the card profiles' CityLearn year after fit: minutes, and not what is probed
         f"--trainer.callbacks+={json.dumps(probe)}",
     ]  # fmt: skip
     if "init_random_frames" in model_args:  # one random rollout, then learning (the profile's 8,760 would be all)
