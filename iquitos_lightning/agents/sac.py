@@ -123,6 +123,9 @@ class SAC(OffPolicyAgent):
         self.learning_rates = (actor_lr, critic_lr, alpha_lr)
 
         self.actor_delay_frames = actor_delay_frames
+        # Set by update() before the losses: torch.compile guards on what loss_terms reads, and reading the frame
+        # counter there made it recompile at every rollout until its limit (8), then run eager (issue 32's run).
+        self.critic_only = actor_delay_frames > 0
         self.residual_penalty = residual_penalty
         self.actor = make_actor(
             self.train_env, hidden_sizes, activation, return_log_prob=self.actor_log_prob, initial_scale=initial_scale
@@ -167,7 +170,7 @@ class SAC(OffPolicyAgent):
         """Q regression to the soft Bellman target, policy and entropy-coefficient losses, summed (the Q loss
         alone during ``actor_delay_frames``: the policy and alpha get no gradient, so their optimizers skip)."""
         losses = self.loss_module(batch)
-        if self.frames_done < self.actor_delay_frames:
+        if self.critic_only:
             total = losses["loss_qvalue"]
         else:
             total = losses["loss_actor"] + losses["loss_qvalue"] + losses["loss_alpha"]
@@ -183,6 +186,7 @@ class SAC(OffPolicyAgent):
 
         A non-finite loss or gradient skips the whole update, target networks included.
         """
+        self.critic_only = self.frames_done < self.actor_delay_frames
         total, metrics = self.compute_losses(batch)
         if self.apply_gradients(total, metrics, ("loss_actor", "loss_qvalue", "loss_alpha")):
             self._target_updater.value.step()

@@ -66,7 +66,11 @@ def test_compiled_update_runs_on_the_cpu_and_gives_the_eager_losses(monkeypatch)
 
     monkeypatch.setattr(torch._inductor.config, "fallback_random", True)
     eager = _losses_after_training(compile_update=False)
+    torch._dynamo.utils.counters.clear()
     compiled = _losses_after_training(compile_update=True)
+    # compiled once for the whole run (two learning rollouts here): the losses read the frame counter until they
+    # were compiled anew at every rollout, up to dynamo's limit of 8, then ran eager (a 196k-frame run did)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
     for key in ("train/loss_actor", "train/loss_qvalue", "train/loss_alpha"):
         assert torch.isfinite(torch.tensor(compiled[key]))
         assert compiled[key] == pytest.approx(eager[key], rel=1e-3, abs=1e-4), key
