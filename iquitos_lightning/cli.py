@@ -26,7 +26,7 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
 - ``profile: auto`` / ``--profile auto``: sizes, precision and buffer chosen for the device, explicit
   settings win (:mod:`iquitos_lightning.profile.auto_profile`);
 - ``final_test.backend: citylearn``: a ``fit`` that reached its budget ends with a test of the final policy on
-  CityLearn itself (:mod:`iquitos_lightning.training.final_test`): the card's profiles train on the twin.
+  CityLearn itself (:mod:`iquitos_lightning.training.final_evaluation`): the card's profiles train on the twin.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ from iquitos_lightning.training.callbacks import (
     interrupt,
 )
 from iquitos_lightning.training.checkpoint_io import SafeCheckpointIO
-from iquitos_lightning.training.final_test import FinalTest, run_final_test
+from iquitos_lightning.training.final_evaluation import FinalTest, run_final_test
 from iquitos_lightning.training.quiet import quiet_library_noise
 from iquitos_lightning.training.run_folder import RunOptions, claim_run_folder, move_aside
 from iquitos_lightning.training.tracking import TrackingConfig, resolve_wandb_mode, wandb_loggers
@@ -218,7 +218,7 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
             Path(root).mkdir(parents=True, exist_ok=True)  # the W&B logger was given it when it was built
 
     def after_fit(self) -> None:
-        """``final_test.backend``: a fit that reached its budget ends with a test on that simulator (final_test.py)."""
+        """``final_test.backend``: a fit that reached its budget ends with a test on that simulator."""
         backend = self.config[self.subcommand].final_test.backend
         if backend is not None and not interrupt_requested():
             run_final_test(self.trainer, self.model, backend)

@@ -1,4 +1,4 @@
-"""``final_test.backend``: a fit on the twin ends with a test of the policy on CityLearn itself (final_test.py)."""
+"""``final_test.backend``: a twin fit ends with a test of the policy on CityLearn (training/final_evaluation.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from iquitos_lightning.agents import RLAgent
 from iquitos_lightning.cli import IquitosLightningCLI, run_lightning_cli
 from iquitos_lightning.control.baselines import REFERENCES_VERSION
 from iquitos_lightning.site.config import load_site_config
-from iquitos_lightning.training.final_test import FinalTest, gap_line, run_final_test
+from iquitos_lightning.training.final_evaluation import FinalTest, gap_line, run_final_test
 
 REPO = Path(__file__).resolve().parents[2]
 TWIN_FLEET = [
