@@ -16,7 +16,6 @@ from pathlib import Path
 import lightning.pytorch as pl
 
 from iquitos_lightning.agents import RLAgent
-from iquitos_lightning.control.baselines import REFERENCES_VERSION
 from iquitos_lightning.envs.factory import BACKENDS, IQUITOS
 from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.report.comparison import gap_closed_pct
@@ -74,6 +73,9 @@ OBJECTIVE_VALUE = {"tariff": ("tariff_cost", "bill"), "thesis": ("thesis_return"
 def gap_line(row: dict, site: Path, objective: str, results: Path = RESULTS) -> str | None:
     """The test's share of the rule-to-optimum gap on ``objective``, from this site's ``baselines.json`` (the
     references the README's tables use); None when there is none for this exact site config (run ``baselines``)."""
+    # lazy: the references' module loads CityLearn, which `fit` on a Gymnasium env must not need
+    from iquitos_lightning.control.baselines import REFERENCES_VERSION
+
     site_config = load_site_config(site)
     path = results / site_config.name / "baselines.json"
     if objective not in OBJECTIVE_VALUE or not path.is_file():

@@ -16,7 +16,7 @@ TINY = REPO / "configs" / "site" / "tiny.yaml"
 
 def test_an_oracle_entry_is_the_profile_with_oracle_forecasts_and_rows_say_what_they_knew(tmp_path: Path) -> None:
     years = "model.init_args.env.train_site_seeds=[30,31]"
-    specs = plan_runs(TINY, ["ppo", "ppo+oracle"], 1, 100, "cpu", tmp_path, [f"ppo+oracle:{years}"])
+    specs = plan_runs(TINY, ["ppo", "ppo+oracle"], 1, 100, "per_socket_cpu", tmp_path, [f"ppo+oracle:{years}"])
     plain, oracle = specs
     assert plain.profile_path == oracle.profile_path  # the same profile...
     assert "--model.init_args.env.forecasts=oracle" in oracle.overrides  # ...with the true series ahead
@@ -36,5 +36,6 @@ def test_an_oracle_entry_is_the_profile_with_oracle_forecasts_and_rows_say_what_
     assert "| ppo+oracle (1 seeds) | scratch | oracle | 30, 31 |" in markdown
     residual = plan_runs(TINY, ["sac"], 1, 100, "cpu", tmp_path, ["model.init_args.env.actions=shaver_residual"])
     assert residual[0].starts_from == "prior: shaver_residual"  # a row that starts from a hand-written controller
+    assert residual[0].train_site_seeds == (2030, 2031, 2032, 2033)  # the card's SAC trains on other years
     with pytest.raises(CompareError, match="forecast kind"):
         plan_runs(TINY, ["ppo+tomorrow"], 1, 100, "cpu", tmp_path)

@@ -77,7 +77,7 @@ def ray_head() -> Iterator[tuple[str, Path]]:
 def _compare(tmp_path: Path, name: str, *launcher: str) -> subprocess.CompletedProcess[str]:
     command = [
         sys.executable, "-m", "iquitos_lightning", "compare", "--site", TINY, "--agents", "sac", "--seeds", "2",
-        "--frames", "56", "--jobs", "2", "--cpus-per-run", "1",
+        "--frames", "56", "--jobs", "2", "--cpus-per-run", "1", "--profile", "per_socket_cpu",
         "--results", str(tmp_path / name / "results"), "--runs", str(tmp_path / name / "runs"),
         "--override", "model.init_args.rollout.frames_per_batch=56",
         "--override", "model.init_args.hidden_sizes=[8,8]",
