@@ -17,11 +17,17 @@ import lightning.pytorch as pl
 
 from iquitos_lightning.agents import RLAgent
 from iquitos_lightning.envs.factory import BACKENDS, IQUITOS
+from iquitos_lightning.envs.objectives import TARIFF, THESIS
 from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.report.comparison import gap_closed_pct
 from iquitos_lightning.site.config import load_site_config
 from iquitos_lightning.training.callbacks import RunReport
 from iquitos_lightning.training.callbacks.report import report_dir
+
+RESULTS = Path("results")  # where `baselines` writes results/<site>/baselines.json (compare's default too)
+# per objective: the references' column for its value, and what to call it (the test's row holds the bill as
+# tariff_cost, and the thesis return as its episode return)
+OBJECTIVE_VALUE = {TARIFF: ("tariff_cost", "bill"), THESIS: ("thesis_return", "return")}
 
 
 @dataclass
@@ -66,10 +72,6 @@ def final_figures(row: dict) -> str:
     return ", ".join(figures)
 
 
-RESULTS = Path("results")  # where `baselines` writes results/<site>/baselines.json (compare's default too)
-OBJECTIVE_VALUE = {"tariff": ("tariff_cost", "bill"), "thesis": ("thesis_return", "return")}
-
-
 def gap_line(row: dict, site: Path, objective: str, results: Path = RESULTS) -> str | None:
     """The test's share of the rule-to-optimum gap on ``objective``, from this site's ``baselines.json`` (the
     references the README's tables use); None when there is none for this exact site config (run ``baselines``)."""
@@ -88,8 +90,8 @@ def gap_line(row: dict, site: Path, objective: str, results: Path = RESULTS) -> 
     column, what = OBJECTIVE_VALUE[objective]
     values = references["objectives"][objective]
     rule, best = values["rule_based"][column], values[f"optimum_{objective}"][column]
-    mine = row["tariff_cost"] if objective == "tariff" else row["episode_return"]
-    shown = ",.0f" if objective == "tariff" else ",.2f"
+    mine = row["tariff_cost"] if objective == TARIFF else row["episode_return"]
+    shown = ",.0f" if objective == TARIFF else ",.2f"
     return (
         f"{gap_closed_pct(mine, rule, best):.1f} % of the rule-to-optimum gap on {objective} (rule-based {what} "
         f"{rule:{shown}}, optimum {best:{shown}}: {path})"
