@@ -299,6 +299,8 @@ class RLAgent(pl.LightningModule):
     # ----- training ----------------------------------------------------------------------------------
     def on_fit_start(self) -> None:
         self._runtime.update = None  # planned again for this fit's device
+        if self.speed_config.threads is not None:
+            torch.set_num_threads(self.speed_config.threads)
         if self.device.type == "cuda" and self.algorithm is not None:
             free, _ = cuda_free_and_total_bytes(self.device.index or 0)  # IQUITOS_GPU_MEMORY_CAP_GIB applies
             hint = "Lower the batch or rollout size or --model.hidden_sizes, or try --profile auto."

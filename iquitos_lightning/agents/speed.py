@@ -17,6 +17,7 @@ so ``sac_per_socket_cpu.yaml`` and the CPU profile turn it on for SAC (docs/perf
   ``bf16-mixed`` or ``32-true``). Where these do not hold the run says so once and goes without.
 - ``tf32``: TF32 matmuls on GPUs with compute capability >= 8.0 (Lightning's own tip for tensor
   cores); ignored elsewhere.
+- ``threads``: torch's CPU threads for the run, set when ``fit`` starts (the card's ``ppo_cpu.yaml`` sets 1).
 """
 
 from __future__ import annotations
@@ -42,6 +43,14 @@ class SpeedConfig:
     compile: bool = False  # torch.compile the loss computation (forward and backward); CPU too
     cuda_graphs: bool = False  # capture the whole update step as a CUDA graph (CUDA only, not with 16-mixed)
     tf32: bool = False  # TF32 matmuls where the GPU has them (compute capability >= 8.0)
+    # torch's CPU threads for the run (None: torch's default, one per core). The twin's batched steps and 64x64
+    # networks gain nothing from a second thread: the card's PPO ran 4,675 frames/s with 2 threads alone on the
+    # 2-core machine and ~7,000 with 1 thread beside another run (docs/performance.md).
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"speed.threads must be at least 1 (or null: torch's default), got {self.threads}")
 
 
 @dataclass(frozen=True)

@@ -74,3 +74,16 @@ def test_compiled_update_runs_on_the_cpu_and_gives_the_eager_losses(monkeypatch)
     for key in ("train/loss_actor", "train/loss_qvalue", "train/loss_alpha"):
         assert torch.isfinite(torch.tensor(compiled[key]))
         assert compiled[key] == pytest.approx(eager[key], rel=1e-3, abs=1e-4), key
+
+
+def test_speed_threads_sets_torchs_cpu_threads_for_the_fit():
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        agent = small_sac(100, speed=SpeedConfig(threads=1))
+        cpu_trainer().fit(agent)
+        assert torch.get_num_threads() == 1 and agent.updates_done == 100
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(ValueError, match="speed.threads must be at least 1"):
+        SpeedConfig(threads=0)
