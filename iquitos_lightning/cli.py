@@ -369,9 +369,9 @@ def interrupt_requested() -> bool:
 
 def _interrupted_exit_code() -> int:
     """130 (Ctrl-C) or 143 (SIGTERM), after saying where the checkpoint is, when the run was stopped; else 0."""
-    request = interrupt.last_request()
-    if request is None or not request.requested:
+    if not interrupt_requested():
         return 0
+    request = interrupt.last_request()
     how = "terminated (SIGTERM)" if request.terminated else "interrupted"
     return _say_stopped(how, request, TERMINATED_EXIT_CODE if request.terminated else INTERRUPTED_EXIT_CODE)
 

@@ -69,6 +69,17 @@ REFERENCES_VERSION = 2
 SIMULATORS = ("citylearn", "twin")
 
 
+def current_references(results_root: Path, site_config: SiteConfig) -> dict[str, Any] | None:
+    """``results/<site>/baselines.json`` when it was made for this exact site config and references version, else
+    None (missing or stale: run ``baselines`` again). The one reader of that file's validity."""
+    path = Path(results_root) / site_config.name / "baselines.json"
+    if not path.is_file():
+        return None
+    made = json.loads(path.read_text())
+    current = made.get("site_config_hash") == site_config.content_hash()
+    return made if current and made.get("references_version") == REFERENCES_VERSION else None
+
+
 def run_baselines(
     site_path: Path,
     results_root: Path,

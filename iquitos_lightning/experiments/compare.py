@@ -45,7 +45,7 @@ import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from iquitos_lightning.control.baselines import REFERENCES_VERSION, run_baselines
+from iquitos_lightning.control.baselines import current_references, run_baselines
 from iquitos_lightning.envs.actions import FLAT_RULE_RESIDUAL, RULE_RESIDUAL, SHAVER_RESIDUAL
 from iquitos_lightning.experiments.launchers import Launcher, LauncherOptions
 from iquitos_lightning.experiments.profiles import EXPERIMENTS, find_profile, profile_files
@@ -368,12 +368,9 @@ def reference_kpis(site_path: Path, results_root: Path, console: Console) -> dic
     """``results/<site>/baselines.json`` of this exact site config, made by ``baselines`` when missing or stale."""
     site_config = load_site_config(site_path)
     path = results_root / site_config.name / "baselines.json"
-    if path.exists():
-        made = json.loads(path.read_text())
-        if made.get("site_config_hash") == site_config.content_hash() and (
-            made.get("references_version") == REFERENCES_VERSION
-        ):
-            return made
+    made = current_references(results_root, site_config)
+    if made is not None:
+        return made
     console.print(f"[bold]No reference table for this site config at {path}: running `baselines` first[/]")
     run_baselines(site_path, results_root, console=console)
     return json.loads(path.read_text())

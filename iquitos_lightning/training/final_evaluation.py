@@ -9,7 +9,6 @@ it. A stopped run (Ctrl-C, SIGTERM) is not tested: ``fit --ckpt_path last`` resu
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,18 +74,16 @@ def final_figures(row: dict) -> str:
 def gap_line(row: dict, site: Path, objective: str, results: Path = RESULTS) -> str | None:
     """The test's share of the rule-to-optimum gap on ``objective``, from this site's ``baselines.json`` (the
     references the README's tables use); None when there is none for this exact site config (run ``baselines``)."""
+    if objective not in OBJECTIVE_VALUE:
+        return None
     # lazy: the references' module loads CityLearn, which `fit` on a Gymnasium env must not need
-    from iquitos_lightning.control.baselines import REFERENCES_VERSION
+    from iquitos_lightning.control.baselines import current_references
 
     site_config = load_site_config(site)
+    references = current_references(results, site_config)
+    if references is None:
+        return None
     path = results / site_config.name / "baselines.json"
-    if objective not in OBJECTIVE_VALUE or not path.is_file():
-        return None
-    references = json.loads(path.read_text())
-    if references.get("site_config_hash") != site_config.content_hash():
-        return None
-    if references.get("references_version") != REFERENCES_VERSION:
-        return None
     column, what = OBJECTIVE_VALUE[objective]
     values = references["objectives"][objective]
     rule, best = values["rule_based"][column], values[f"optimum_{objective}"][column]
