@@ -22,7 +22,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from iquitos_lightning.bench.learner_profile import PhaseProfile, profile_fit
-from iquitos_lightning.bench.learner_runs import LearnerCase, agent_hparams, run_plain, run_project, warmup_frames
+from iquitos_lightning.bench.learner_runs import (
+    LearnerCase,
+    agent_hparams,
+    merged_settings,
+    run_plain,
+    run_project,
+    warmup_frames,
+)
 from iquitos_lightning.bench.ours import window_rate
 from iquitos_lightning.bench.timing import Rate, interleave, median_rate, median_ratio
 from iquitos_lightning.envs.factory import EnvConfig, env_specs
@@ -57,6 +64,7 @@ class LearnerConfig:
     overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # per algorithm, into the profile
     observation_ratio: bool = True  # PPO compact vs full observation
     profile: bool = True  # one cProfile'd fit per algorithm
+    compiled: bool = False  # also time ours with the update torch.compile'd (``speed.compile``), in the same rounds
     rollout_scale: float = 1.0  # multiplies the timed rollouts (at least one each)
 
     @classmethod
@@ -88,6 +96,8 @@ class LearnerRow:
     plain_updates_per_s: float
     updates_ratio: float
     rounds: int
+    compiled_frames_per_s: float | None = None  # ours with speed.compile, same rounds (None: not asked for)
+    compiled_ratio: float | None = None  # median over rounds of ours compiled / plain
 
 
 @dataclass
@@ -161,8 +171,15 @@ def measure_learner(config: LearnerConfig) -> LearnerResult:
         full = replace(case, observation="full")
         if algorithm == "PPO" and config.observation_ratio:
             sides["full"] = lambda full=full, start=start: window_rate(run_project(full), start)
+        if config.compiled:
+            compiled = replace(case, overrides=merged_settings(case.overrides, {"speed": {"compile": True}}))
+            sides["compiled"] = lambda compiled=compiled, start=start: window_rate(run_project(compiled), start)
         results = interleave(sides, config.rounds)
-        rows.append(_row(algorithm, describe(algorithm, hparams), results["project"], results["plain"]))
+        row = _row(algorithm, describe(algorithm, hparams), results["project"], results["plain"])
+        if "compiled" in results:
+            row.compiled_frames_per_s = median_rate(results["compiled"], "frames")
+            row.compiled_ratio = median_ratio(results["compiled"], results["plain"], "frames")
+        rows.append(row)
         if "full" in results:
             observation = ObservationRow(
                 compact_inputs=observation_inputs(hparams),

@@ -54,11 +54,12 @@ class LearnerCase:
         return self.profile or EXPERIMENT_PROFILES[self.algorithm]
 
 
-def _merged(base: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+def merged_settings(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``overrides`` merged in, nested mappings key by key (neither is changed)."""
     merged = copy.deepcopy(base)
     for key, value in overrides.items():
         if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
-            merged[key] = _merged(merged[key], value)
+            merged[key] = merged_settings(merged[key], value)
         else:
             merged[key] = copy.deepcopy(value)
     return merged
@@ -81,7 +82,7 @@ def warmup_frames(algorithm: str, arguments: Mapping[str, Any]) -> int:
 
 def agent_arguments(case: LearnerCase) -> dict[str, Any]:
     """The profile's init_args with the case's site, overrides and budget: warm-up + timed rollouts, no evaluation."""
-    arguments = _merged(profile_init_args(case.profile_path), case.overrides)
+    arguments = merged_settings(profile_init_args(case.profile_path), case.overrides)
     env = arguments["env"]
     env.update(site=case.site, data_root=str(case.data_root), train_site_seeds=None)
     if case.observation is not None:

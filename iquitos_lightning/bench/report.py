@@ -131,13 +131,18 @@ def learner_section(result: LearnerResult, site: str) -> str:
         )
     header = ["algorithm", "ours frames/s", "plain frames/s", "ours / plain", "goal", "ours updates/s"]
     header += ["plain updates/s", "updates ratio", "settings (experiment profile)"]
+    if any(row.compiled_ratio is not None for row in result.rows):  # --compile on: ours compiled, same rounds
+        header[4:4] = ["ours compiled frames/s", "compiled / plain"]
+        for row, cells in zip(result.rows, rows, strict=True):
+            cells[4:4] = [f"{row.compiled_frames_per_s:,.0f}", f"**{row.compiled_ratio:.2f}x**"]
     rounds = result.rows[0].rounds if result.rows else 0
     note = (
         "Ours: the agent through `fit` (bench Trainer: no logger, checkpoints or evaluation) at its "
         "`configs/experiments/tariff/*_fleet_tariff_twin_cpu.yaml` settings, twin backend, one process. Plain: "
         "`bench/plain_loops.py`, the same algorithm, networks, optimizers and sizes written as one PyTorch loop "
         f"on the same twin (its TorchRL API, no transforms), nothing logged. Ratios: median over {rounds} "
-        "interleaved rounds of the per-round ratio; rates from the end of the warm-up to the last rollout."
+        "interleaved rounds of the per-round ratio; rates from the end of the warm-up to the last rollout"
+        " (with `--compile on` the compilation falls in the warm-up: ours compiled compiles its update once)."
     )
     text = f"### Learner throughput on the twin: ours vs a plain PyTorch loop ({site})\n\n"
     text += _table(header, rows) + "\n\n" + note

@@ -203,6 +203,7 @@ def run_bench(config: BenchConfig, command: str = "python -m iquitos_lightning b
                 data_root=str(data_root),
                 rounds=config.learner_rounds,
                 rollout_scale=config.frame_scale,
+                compiled=config.compile is True,
             )
         )
         sections.append(report.learner_section(result, Path(config.learner_site).stem))
@@ -231,7 +232,10 @@ def main(argv: list[str] | None = None) -> int:
         "--compile",
         choices=("on", "off"),
         default=None,
-        help="torch.compile our update step (default: as the CPU configs, SAC on, PPO and A2C off)",
+        help=(
+            "torch.compile our update step (default: as the CPU configs, SAC on, PPO and A2C off; the learner "
+            "section adds ours compiled beside ours eager with on)"
+        ),
     )
     parser.add_argument("--rounds", type=int, default=None, help="training and learner rounds (ours/other pairs)")
     parser.add_argument("--frame-scale", type=float, default=None, help="multiply the measured frames (rollouts)")

@@ -14,6 +14,7 @@ from torchrl.modules import TanhNormal
 from torchrl.objectives.value.functional import generalized_advantage_estimate
 
 from iquitos_lightning.agents.reward_normalizer import RewardNormalizer
+from iquitos_lightning.bench.learner import LearnerResult, LearnerRow
 from iquitos_lightning.bench.learner_profile import ROWS as PHASE_ROWS
 from iquitos_lightning.bench.plain_loops import (
     OnPolicySettings,
@@ -25,6 +26,7 @@ from iquitos_lightning.bench.plain_loops import (
     train_on_policy,
     train_sac,
 )
+from iquitos_lightning.bench.report import learner_section
 from iquitos_lightning.bench.run import BenchConfig, run_bench
 from iquitos_lightning.envs.twin import IquitosTwin, make_twin
 
@@ -85,6 +87,16 @@ def test_learner_section_prints_ours_plain_ratio_and_where_the_time_goes(data_ro
         assert sum(listed) == pytest.approx(100.0, abs=0.5)  # each share rounded to 0.1 %
         for phase in ("env: twin physics", "update: losses forward", "logging"):
             assert recorded["rows"][phase] > 0
+
+
+def test_compiled_side_adds_its_rate_and_ratio_beside_the_eager_one() -> None:
+    """``bench --compile on``: ours compiled sits in the same table, its frames/s and ratio to the same plain loop."""
+    eager = LearnerRow("SAC", "16 envs", 500.0, 1000.0, 0.5, 125.0, 250.0, 0.5, rounds=2)
+    compiled = replace(eager, compiled_frames_per_s=700.0, compiled_ratio=0.7)
+    assert "ours compiled frames/s" not in learner_section(LearnerResult([eager], None, []), "tiny")
+    table = learner_section(LearnerResult([compiled], None, []), "tiny")
+    assert "| ours compiled frames/s | compiled / plain |" in table
+    assert _rows(table)["SAC"][:6] == ["500", "1,000", "**0.50x**", "700", "**0.70x**", "0.90x"]
 
 
 def ppo_settings(**changes: object) -> OnPolicySettings:
