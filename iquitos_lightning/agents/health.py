@@ -26,7 +26,7 @@ from collections.abc import Iterable
 import torch
 from tensordict import TensorDict, TensorDictBase
 from torchrl.envs import ExplorationType, set_exploration_type
-from torchrl.modules import ProbabilisticActor
+from torchrl.modules import ProbabilisticActor, TanhNormal
 
 # An action component within this fraction of its range's width from either end counts as "at the bound".
 AT_BOUND_TOLERANCE = 0.01
@@ -57,9 +57,14 @@ def policy_spread(loc: torch.Tensor, scale: torch.Tensor, action: torch.Tensor, 
 
 
 def action_bounds(actor: ProbabilisticActor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The actor's action bounds (those its TanhNormal maps onto)."""
-    kwargs = actor.module[1].distribution_kwargs
-    return torch.as_tensor(kwargs["low"]), torch.as_tensor(kwargs["high"])
+    """The actor's action bounds (those its TanhNormal maps onto, or the env clips a plain Gaussian's samples to)."""
+    space = actor.spec["action"].space
+    return torch.as_tensor(space.low), torch.as_tensor(space.high)
+
+
+def squashed(actor: ProbabilisticActor) -> bool:
+    """Whether the actor's Gaussian goes through a tanh onto its bounds (networks.make_actor's ``tanh_normal``)."""
+    return issubclass(actor.module[1].distribution_class, TanhNormal)
 
 
 def rollout_policy_spread(actor: ProbabilisticActor, data: TensorDictBase) -> dict[str, float]:
@@ -89,11 +94,13 @@ def approximate_kl(actor: ProbabilisticActor, data: TensorDictBase) -> float:
     out: there the tanh is saturated in float32, the pre-image TorchRL recovers by ``atanh`` is not the one that
     was sampled, and the recomputed log-probability is off by several nats although the policy did not change
     (measured: an A2C run whose first rollout had 2 % of its actions there read a "KL" of 9.6 before any update).
-    The share left out is ``actions_at_bounds``' business."""
+    The share left out is ``actions_at_bounds``' business. A plain Gaussian (``distribution="normal"``) keeps all."""
     low, high = action_bounds(actor)
     action = data["action"]
     near = AT_BOUND_TOLERANCE * (high - low).to(action)
     interior = (((action - low.to(action)) > near) & ((high.to(action) - action) > near)).all(-1)
+    if not squashed(actor):  # a plain Gaussian's log-probability is exact beyond the bounds too
+        interior = torch.ones_like(interior)
     distribution = actor.get_dist(data.select(*actor.in_keys))
     new_log_prob = distribution.log_prob(action)
     log_ratio = (new_log_prob - data["action_log_prob"])[interior]

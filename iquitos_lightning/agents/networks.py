@@ -18,11 +18,14 @@ import torch
 from tensordict.nn import AddStateIndependentNormalScale, NormalParamExtractor, TensorDictModule
 from torch import nn
 from torchrl.envs import EnvBase
-from torchrl.modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
+from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor, TanhNormal, ValueOperator
 
 from iquitos_lightning.errors import ConfigError
 
 POLICY_SCALES = ("state", "parameter")  # the Gaussian's scale: an output of the network, or one parameter per action
+# the policy's distribution: a Gaussian squashed by tanh onto the action bounds, or a plain Gaussian whose samples the
+# env clips to the bounds (CleanRL's and Stable-Baselines3's PPO/A2C); see make_actor
+DISTRIBUTIONS = ("tanh_normal", "normal")
 HIDDEN_GAIN = math.sqrt(2)  # orthogonal init of hidden layers (CleanRL's layer_init default)
 POLICY_OUTPUT_GAIN = 0.01  # the policy's mean starts near 0 for every observation
 VALUE_OUTPUT_GAIN = 1.0
@@ -44,8 +47,9 @@ def make_actor(
     return_log_prob: bool = True,
     initial_scale: float = 1.0,
     policy_scale: str = "state",
+    distribution: str = "tanh_normal",
 ) -> ProbabilisticActor:
-    """A TanhNormal policy bounded by the env's action spec.
+    """A TanhNormal policy bounded by the env's action spec (or, ``distribution="normal"``, a plain Gaussian).
 
     ``initial_scale`` is the Gaussian's scale (before the tanh) for a zero network output: 1 spreads a fresh
     policy over the whole action range; a residual policy (:func:`zero_policy_mean`) explores near its rule
@@ -61,12 +65,23 @@ def make_actor(
     SAC's loss samples its own actions and log-probabilities, so SAC turns it off: one log-prob less per
     collected frame, on the worker's critical path. The bounds come from the unbatched spec, so a batched
     env (the twin) gives [A] bounds that broadcast over any minibatch.
+
+    ``distribution="normal"``: the Gaussian's samples are the actions as stored, and the env clips them to the
+    bounds (every env of this package does; CleanRL's ``ClipAction``, Stable-Baselines3's default for PPO/A2C); the
+    deterministic action is the mean, clipped. Why, for A2C: with the tanh, a sample whose tanh rounds to a bound in
+    float32 comes back from ``atanh`` as another pre-image, and its recomputed log-probability is off by several nats
+    although the policy did not change (agents/health.py ``approximate_kl``). PPO's clipped ratio drops such samples
+    from the gradient; A2C's one unclipped step takes their wrong score at full weight, and on the tariff site its
+    policy ran into the bounds (90 % of sampled actions there, KL NaN after 2.75 M frames). A plain Gaussian's
+    log-probability is exact everywhere.
     """
     action_dim = env.action_spec.shape[-1]
     if initial_scale <= 0:
         raise ValueError(f"initial_scale must be positive, got {initial_scale}")
     if policy_scale not in POLICY_SCALES:
         raise ConfigError(f"model.policy_scale must be one of {POLICY_SCALES}, got {policy_scale!r}")
+    if distribution not in DISTRIBUTIONS:
+        raise ConfigError(f"model.distribution must be one of {DISTRIBUTIONS}, got {distribution!r}")
     outputs = 2 * action_dim if policy_scale == "state" else action_dim
     body = MLP(out_features=outputs, num_cells=list(hidden_sizes), activation_class=activation_class(activation))
     if policy_scale == "state":
@@ -76,12 +91,13 @@ def make_actor(
         scale = AddStateIndependentNormalScale(action_dim, scale_mapping="exp", init_value=math.log(initial_scale))
     network = nn.Sequential(body, scale)
     spec = env.action_spec_unbatched
+    squashed = distribution == "tanh_normal"
     return ProbabilisticActor(
         TensorDictModule(network, in_keys=["observation"], out_keys=["loc", "scale"]),
         in_keys=["loc", "scale"],
         spec=spec,
-        distribution_class=TanhNormal,
-        distribution_kwargs={"low": spec.space.low, "high": spec.space.high},
+        distribution_class=TanhNormal if squashed else IndependentNormal,
+        distribution_kwargs={"low": spec.space.low, "high": spec.space.high} if squashed else {},
         return_log_prob=return_log_prob,
     )
 

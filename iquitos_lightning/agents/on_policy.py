@@ -72,6 +72,8 @@ class OnPolicyAgent(RLAgent):
             stay unscaled).
         policy_scale: "parameter" (one learned log-std per action, CleanRL's) or "state" (an output of the
             actor network, as SAC's).
+        distribution: "tanh_normal" (the Gaussian squashed onto the action bounds, as SAC's) or "normal" (a plain
+            Gaussian whose samples the env clips, CleanRL's and SB3's; why A2C wants it: networks.make_actor).
         initialisation: "orthogonal" (CleanRL's ``layer_init``: gain sqrt(2) hidden, 0.01 policy output, 1 value
             output) or "default" (torch's own; measured on the tariff twin with ``reward_scale`` 0.05 and no
             normalisation, it closed 33.5 % of the gap at 524k frames; orthogonal + normalisation 18.4 %).
@@ -98,6 +100,7 @@ class OnPolicyAgent(RLAgent):
         reward_normalization: bool = True,
         reward_scale: float = 1.0,
         policy_scale: str = "parameter",
+        distribution: str = "tanh_normal",
         initialisation: str = "orthogonal",
         speed: SpeedConfig | None = None,
     ) -> None:
@@ -108,7 +111,9 @@ class OnPolicyAgent(RLAgent):
         self.reward_scale = reward_scale
         self.loss_options = critic_and_entropy(entropy_coef, critic_coef)  # for the subclass's loss module
         self.reward_normalizer = RewardNormalizer(gamma) if reward_normalization else None
-        self.actor = make_actor(self.train_env, hidden_sizes, activation, policy_scale=policy_scale)
+        self.actor = make_actor(
+            self.train_env, hidden_sizes, activation, policy_scale=policy_scale, distribution=distribution
+        )
         self.critic = make_state_value(self.train_env, hidden_sizes, activation)
         initialise_lazy(self.train_env, self.actor, self.critic)
         if initialisation not in INITIALISATIONS:

@@ -8,8 +8,10 @@ import math
 import pytest
 import torch
 from torch import nn
+from torchrl.envs import ExplorationType, set_exploration_type
 
 from iquitos_lightning.agents import A2C, PPO, SAC, EnvConfig, RolloutConfig
+from iquitos_lightning.agents.health import action_bounds, approximate_kl, policy_spread
 from iquitos_lightning.agents.networks import linear_layers
 from iquitos_lightning.errors import ConfigError
 
@@ -69,3 +71,36 @@ def test_sacs_actor_keeps_its_state_dependent_scale_and_default_init():
     assert layers[-1].out_features == 2  # loc and scale of Pendulum's one action
     assert all(layer.bias.any() for layer in layers)  # PyTorch's default init, not zeroed
     assert not any("state_independent_scale" in name for name, _ in agent.actor.named_parameters())
+
+
+def test_a_plain_gaussian_stores_its_samples_beyond_the_bounds_with_exact_log_probabilities_and_the_env_clips():
+    """``distribution: normal`` (CleanRL's and SB3's PPO/A2C): the stored action is the Gaussian's sample, its
+    log-probability the Gaussian's own, out-of-range samples included, and the deterministic action the mean."""
+    torch.manual_seed(0)
+    agent = A2C(env=SITE, rollout=ROLLOUT, hidden_sizes=(16,), distribution="normal", initialisation="default")
+    with torch.no_grad(), set_exploration_type(ExplorationType.RANDOM):  # as the collector samples
+        step = agent.actor(agent.train_env.reset())
+    action, loc, scale = step["action"], step["loc"], step["scale"]
+    assert (action.abs() > 1).any()  # a scale of 1 around a mean near 0: some samples beyond [-1, 1]
+    normal = torch.distributions.Normal(loc, scale)
+    torch.testing.assert_close(step["action_log_prob"], normal.log_prob(action).sum(-1))
+    assert approximate_kl(agent.actor, step) == pytest.approx(0.0, abs=1e-6)  # every sample kept, none off
+    assert policy_spread(loc, scale, action, *action_bounds(agent.actor))["actions_at_bounds"] > 0
+    with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+        torch.testing.assert_close(agent.actor(agent.train_env.reset())["action"], loc)
+    stepped = agent.train_env.step(step.clone())  # the env clips: the step goes through
+    assert torch.isfinite(stepped["next", "reward"]).all()
+
+
+def test_a_tanh_gaussians_kl_leaves_out_actions_its_atanh_cannot_invert():
+    torch.manual_seed(0)
+    agent = A2C(env=SITE, rollout=ROLLOUT, hidden_sizes=(16,))
+    with torch.no_grad(), set_exploration_type(ExplorationType.RANDOM):
+        step = agent.actor(agent.train_env.reset())
+    step["action"][..., 0] = 1.0  # a tanh rounded onto the bound: its recomputed log-probability is off
+    assert math.isnan(approximate_kl(agent.actor, step))  # nothing left to measure
+
+
+def test_an_unknown_distribution_is_refused_naming_the_key():
+    with pytest.raises(ConfigError, match="model.distribution"):
+        A2C(env=SITE, rollout=ROLLOUT, distribution="beta")
