@@ -55,6 +55,7 @@ from iquitos_lightning.agents.health import DriftProbe
 from iquitos_lightning.agents.networks import make_actor
 from iquitos_lightning.agents.replay import bytes_per_transition
 from iquitos_lightning.agents.resume import env_resets_on_resume, refuse_unfit_checkpoint, rng_states, set_rng_states
+from iquitos_lightning.agents.rollout_logging import log_rollout_metrics
 from iquitos_lightning.agents.speed import PlannedUpdate, SpeedConfig, planned_update
 from iquitos_lightning.envs.factory import (
     EnvConfig,
@@ -92,6 +93,7 @@ class _Runtime:
         self.update: PlannedUpdate | None = None  # the agent's update as it runs here (planned once per fit)
         self.last_update_applied = True  # False when apply_gradients skipped the update in progress
         self.drift_probe: DriftProbe | None = None  # the period's first observations and actions (health.py)
+        self.rollout_metrics: dict[str, float] = {}  # this rollout's, logged at the end of its batch
 
 
 class CollectorStream(IterableDataset):
@@ -314,7 +316,7 @@ class RLAgent(pl.LightningModule):
         _, period_end = self.current_period()
         if self._runtime.drift_probe is None:
             self._runtime.drift_probe = DriftProbe.of(self.exploration_policy, rollout)
-        self._count_rollout(rollout)
+        finished_return = self._count_rollout(rollout)
         metrics = self.learn(rollout)
         if self.frames_done >= period_end:  # the evaluation period's last rollout: how far did the policy move?
             metrics["health/policy_drift"] = self._runtime.drift_probe.drift(self.exploration_policy)
@@ -330,7 +332,9 @@ class RLAgent(pl.LightningModule):
         logged["progress/frames_done"] = float(self.frames_done)
         logged["progress/updates_done"] = float(self.updates_done)
         logged["train/nonfinite_skipped"] = float(self.nonfinite.skipped_total)
-        self.log_dict(logged, on_step=True, on_epoch=False, batch_size=rollout.numel())
+        if finished_return is not None:
+            logged["train/episode_return"] = finished_return
+        self._runtime.rollout_metrics = logged  # logged in on_train_batch_end, once the budget check has run
         return logged
 
     @classmethod
@@ -396,8 +400,14 @@ class RLAgent(pl.LightningModule):
         return self._runtime.update
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        """Stop at the frame budget, then log the rollout's metrics: what ``self.log_dict`` in ``training_step``
+        would log, without its cost (agents/rollout_logging.py). Here and not in ``training_step`` because Lightning
+        also logs the batch on which a hook asked to stop (this budget check, an interrupt, a time limit), and those
+        hooks run after ``training_step``; this module's hook runs after every callback's."""
         if self.frames_done >= self.frame_budget:
             self.trainer.should_stop = True
+        log_rollout_metrics(self.trainer, self._runtime.rollout_metrics)
+        self._runtime.rollout_metrics = {}
 
     def apply_gradients(
         self, total: torch.Tensor, losses: Mapping[str, torch.Tensor], terms_of_optimizers: Sequence[str]
@@ -432,15 +442,17 @@ class RLAgent(pl.LightningModule):
             )
         return False
 
-    def _count_rollout(self, rollout: TensorDictBase) -> None:
+    def _count_rollout(self, rollout: TensorDictBase) -> float | None:
+        """Count the rollout's frames and finished episodes; the mean return of those that finished (None: none)."""
         self.frames_done += rollout.numel()
         done = rollout["next", "done"].reshape(-1)
         finished = rollout["next", "episode_reward"].reshape(-1)[done]
-        if finished.numel():
-            self.episodes_done += int(finished.numel())
-            self.last_episode_return = float(finished[-1])
-            self.log("train/episode_return", finished.mean(), on_step=True, batch_size=finished.numel())
         self.at_episode_boundary = bool(done[-1])
+        if not finished.numel():
+            return None
+        self.episodes_done += int(finished.numel())
+        self.last_episode_return = float(finished[-1])
+        return float(finished.mean())
 
     # ----- evaluation ----------------------------------------------------------------------------------
     def val_dataloader(self) -> list[int]:

@@ -11,6 +11,7 @@ import lightning.pytorch as pl
 import numpy as np
 import pytest
 import torch
+from lightning.pytorch.loggers import CSVLogger
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
 from agents_testkit import cpu_trainer, frame_checkpoint, small_sac  # noqa: E402
@@ -65,13 +66,13 @@ def test_persistent_nan_loss_stops_after_the_limit_naming_the_term_with_the_weig
         assert torch.isfinite(saved["state_dict"][key]).all(), key
 
 
-def test_one_bad_rollout_is_skipped_counted_and_logged_and_training_goes_on():
+def test_one_bad_rollout_is_skipped_counted_and_logged_and_training_goes_on(tmp_path):
     pl.seed_everything(0)
     agent = A2C(
         env=EnvConfig(name="Pendulum-v1", seed=2, max_episode_steps=64),
         rollout=RolloutConfig(frame_budget=320, frames_per_batch=64, eval_every_frames=320, eval_episodes=0),
     )
-    trainer = cpu_trainer(callbacks=[PoisonRewards(start=128, stop=192)])
+    trainer = cpu_trainer(callbacks=[PoisonRewards(start=128, stop=192)], logger=CSVLogger(tmp_path))
     trainer.fit(agent)
 
     assert agent.frames_done == 320
