@@ -68,7 +68,12 @@ OFF_POLICY_LEARN = Node(
     ),
 )
 LOGGING = Node(
-    "logging", (("lightning/pytorch/core/module.py", "log_dict"), ("lightning/pytorch/core/module.py", "log"))
+    "logging",
+    (
+        ("lightning/pytorch/core/module.py", "log_dict"),
+        ("lightning/pytorch/core/module.py", "log"),
+        ("iquitos_lightning/agents/rollout_logging.py", "log_rollout_metrics"),
+    ),
 )
 PHASES = (COLLECTION, ON_POLICY_LEARN, OFF_POLICY_LEARN, LOGGING)
 OTHER = "other: Lightning loop, dataloader, glue"
