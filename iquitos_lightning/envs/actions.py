@@ -28,6 +28,9 @@ Layouts (``env.actions``):
   (:mod:`~iquitos_lightning.envs.rule_prior`, :func:`around_prior`): 0 is the rule;
 - ``grid_target`` (2 actions): the BESS action is the grid-import set-point the battery tracks, the
   second the ``fleet`` action (:mod:`~iquitos_lightning.envs.grid_target`).
+- ``self_consumption`` (2 actions): the BESS action is the share of the hour's grid exchange the battery takes
+  over (-1 all of the surplus or load, 0 idle, +1 charge from the grid), the second the ``fleet`` action
+  (:mod:`~iquitos_lightning.envs.self_consumption`).
 The BESS action is a fraction of its nominal power (+1 full charge, -1 full discharge, grid side)
 in both layouts; CityLearn clips it at the SOC limits.
 """
@@ -45,11 +48,13 @@ PER_SOCKET = "per_socket"
 FLEET = "fleet"
 RULE_RESIDUAL = "rule_residual"  # fleet actions around the rule-based controller's (envs/rule_prior.py)
 GRID_TARGET = "grid_target"  # BESS action = the import set-point the battery tracks (envs/grid_target.py)
+# BESS action = the share of the hour's exchange the battery takes over, 0 idle (envs/self_consumption.py)
+SELF_CONSUMPTION = "self_consumption"
 # fleet actions around a peak shaver's (envs/shaver_prior.py): charge outside the evening window, hold it flat
 SHAVER_RESIDUAL = "shaver_residual"
 # the same with the rule-based controller as the prior, its evening discharge held flat (for the thesis reward)
 FLAT_RULE_RESIDUAL = "flat_rule_residual"
-LAYOUTS = (PER_SOCKET, FLEET, RULE_RESIDUAL, GRID_TARGET, SHAVER_RESIDUAL, FLAT_RULE_RESIDUAL)
+LAYOUTS = (PER_SOCKET, FLEET, RULE_RESIDUAL, GRID_TARGET, SELF_CONSUMPTION, SHAVER_RESIDUAL, FLAT_RULE_RESIDUAL)
 
 # Energy (kWh) added to the least-laxity minimum so float32 SOC rounding cannot leave an EV a hair short.
 GUARANTEE_MARGIN_KWH = 1e-6

@@ -1,8 +1,8 @@
 """The action an env applies: the agent's action turned into its layout's physical ``[BESS, sockets...]`` command.
 
 Why one function: the CityLearn env and the twin must turn a derived layout's action (``rule_residual``,
-``grid_target``, ``shaver_residual``, ``flat_rule_residual``) into the same ``fleet`` action to the bit, so both
-call this with the hour's state; ``per_socket`` and ``fleet`` actions pass through unchanged.
+``grid_target``, ``self_consumption``, ``shaver_residual``, ``flat_rule_residual``) into the same ``fleet`` action
+to the bit, so both call this with the hour's state; ``per_socket`` and ``fleet`` actions pass through unchanged.
 """
 
 from __future__ import annotations
@@ -11,12 +11,14 @@ from iquitos_lightning.envs.actions import (
     FLAT_RULE_RESIDUAL,
     GRID_TARGET,
     RULE_RESIDUAL,
+    SELF_CONSUMPTION,
     SHAVER_RESIDUAL,
     Array,
     SocketBands,
 )
 from iquitos_lightning.envs.grid_target import grid_target_fleet_action
 from iquitos_lightning.envs.rule_prior import add_rule
+from iquitos_lightning.envs.self_consumption import self_consumption_fleet_action
 from iquitos_lightning.envs.shaver_prior import add_shaver
 from iquitos_lightning.site.config import BatteryConfig
 
@@ -53,4 +55,6 @@ def applied_action(
         )
     if layout == GRID_TARGET:
         return grid_target_fleet_action(action, pv_kw, mall_kw, bands, bess, max_import_kw, import_centre_kw)
+    if layout == SELF_CONSUMPTION:
+        return self_consumption_fleet_action(action, pv_kw, mall_kw, bands, bess)
     return action

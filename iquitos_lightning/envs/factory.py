@@ -83,6 +83,7 @@ class EnvConfig:
     num_workers: int = 1  # collection worker processes (agents/collection.py); frames_per_batch must divide by it
     # Iquitos action layout (envs/actions.py): "per_socket" (1 + sockets), "fleet" (BESS, EV fleet), "rule_residual"
     # (fleet mapped around the rule-based controller's), "grid_target" (import set-point the BESS tracks, EV fleet),
+    # "self_consumption" (the share of the hour's surplus or load the BESS takes over, 0 idle; EV fleet),
     # "shaver_residual" (fleet around a peak shaver's: charge outside the evening window, hold it flat inside) or
     # "flat_rule_residual" (around the rule-based controller with its evening discharge held flat)
     actions: str = "per_socket"

@@ -22,7 +22,13 @@ from torchrl.envs.utils import step_mdp
 from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
 from iquitos_lightning.bench.equivalence import citylearn_trajectory, compare, twin_trajectories
 from iquitos_lightning.control.references import RuleBasedController, UncontrolledController
-from iquitos_lightning.envs.actions import FLAT_RULE_RESIDUAL, GRID_TARGET, RULE_RESIDUAL, SHAVER_RESIDUAL
+from iquitos_lightning.envs.actions import (
+    FLAT_RULE_RESIDUAL,
+    GRID_TARGET,
+    RULE_RESIDUAL,
+    SELF_CONSUMPTION,
+    SHAVER_RESIDUAL,
+)
 from iquitos_lightning.envs.citylearn import IquitosEnv, make_iquitos_env
 from iquitos_lightning.envs.factory import make_env, site_env
 from iquitos_lightning.envs.twin import IquitosTwin
@@ -305,6 +311,7 @@ def test_a_zero_residual_is_the_rule_based_controller(data_root: Path) -> None:
         (RULE_RESIDUAL, "thesis"),
         (RULE_RESIDUAL, "tariff"),
         (GRID_TARGET, "tariff"),
+        (SELF_CONSUMPTION, "thesis"),
         (SHAVER_RESIDUAL, "tariff"),
         (FLAT_RULE_RESIDUAL, "thesis"),
     ],

@@ -1,0 +1,88 @@
+"""The ``self_consumption`` layout (envs/self_consumption.py): hand numbers, numpy = torch, and on the tiny site the
+import held at 0 by -1 while the battery can, and an idle battery at 0."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from tensordict import TensorDict
+
+from iquitos_lightning.envs.actions import SELF_CONSUMPTION, SocketBands, fleet_power
+from iquitos_lightning.envs.self_consumption import self_consumption_fleet_action
+from iquitos_lightning.envs.twin import make_twin
+from iquitos_lightning.site.config import BatteryConfig
+
+TINY = Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml"
+BESS = BatteryConfig(capacity_kwh=400.0, power_kw=100.0)
+
+
+def _bands(xp=np) -> SocketBands:
+    # Two plugged sockets: minimums 1 and 2 kW, flexible room 3 and 1 kW; the first is the more urgent.
+    array = torch.tensor if xp is torch else np.array
+    return SocketBands(low=array([1.0, 2.0]), high=array([4.0, 3.0]), laxity_h=array([0.5, 2.0]))
+
+
+@pytest.mark.parametrize(
+    ("pv_kw", "mall_kw", "bess_action", "fraction"),
+    [
+        # load: net 400 + 3 - 350 = 53 kW; -1 covers it all, -0.5 half of it, 0 idles, +0.5 charges 50 kW
+        (350.0, 400.0, -1.0, -53.0 / 100.0),
+        (350.0, 400.0, -0.5, -26.5 / 100.0),
+        (350.0, 400.0, 0.0, 0.0),
+        (350.0, 400.0, 0.5, 0.5),
+        # surplus: net 400 + 3 - 460 = -57 kW; -1 stores it all, -0.5 half of it, 0 idles (the surplus is exported)
+        (460.0, 400.0, -1.0, 57.0 / 100.0),
+        (460.0, 400.0, -0.5, 28.5 / 100.0),
+        (460.0, 400.0, 0.0, 0.0),
+        # a load above the battery's power: -1 discharges at its 100 kW
+        (100.0, 400.0, -1.0, -1.0),
+        (100.0, 400.0, 1.0, 1.0),
+    ],
+)
+def test_the_bess_action_is_the_share_of_the_exchange_the_battery_takes_over(
+    pv_kw: float, mall_kw: float, bess_action: float, fraction: float
+) -> None:
+    applied = self_consumption_fleet_action(np.array([bess_action, -1.0]), pv_kw, mall_kw, _bands(), BESS)
+    assert applied[0] == pytest.approx(fraction, abs=1e-12)
+    assert applied[1] == -1.0  # the fleet action passes through
+
+
+def test_the_evs_power_counts_in_the_net_load() -> None:
+    bands = _bands()
+    assert float(fleet_power(1.0, bands).sum()) == pytest.approx(7.0)  # fleet +1: minimum 3 kW + room 4 kW
+    applied = self_consumption_fleet_action(np.array([-1.0, 1.0]), 350.0, 400.0, bands, BESS)
+    assert applied[0] == pytest.approx(-57.0 / 100.0, abs=1e-12)
+
+
+def test_numpy_and_torch_give_the_same_bits() -> None:
+    generator = np.random.default_rng(0)
+    actions = generator.uniform(-1, 1, (64, 2))
+    pv, mall = generator.uniform(0, 500, 64), generator.uniform(0, 800, 64)
+    expected = np.stack(
+        [self_consumption_fleet_action(actions[i], pv[i], mall[i], _bands(), BESS) for i in range(len(actions))]
+    )
+    bands = _bands(torch)
+    batched = SocketBands(*(value.expand(64, 2) for value in (bands.low, bands.high, bands.laxity_h)))
+    got = self_consumption_fleet_action(torch.tensor(actions), torch.tensor(pv), torch.tensor(mall), batched, BESS)
+    np.testing.assert_array_equal(got.numpy(), expected)
+
+
+def test_minus_one_holds_the_exchange_at_zero_while_the_battery_can_and_zero_idles(tmp_path: Path) -> None:
+    """On the tiny site: with -1 the grid neither imports nor exports in every hour the battery is inside its power
+    and SOC window; with 0 the battery never moves."""
+    twin = make_twin(TINY, data_root=tmp_path, num_envs=2, record=True, action_layout=SELF_CONSUMPTION)
+    action = torch.tensor([[-1.0, -1.0], [0.0, -1.0]], dtype=torch.float32)
+    twin.reset()
+    for _ in range(twin.hours):
+        twin.step(TensorDict({"action": action}, batch_size=[2]))
+    held, idle = twin.flows(0), twin.flows(1)
+    bess = twin.site_config.bess
+    bess_kw = held["bess_charge_kw"] - held["bess_discharge_kw"]
+    free = (bess_kw.abs() < bess.power_kw - 1e-6) & held["bess_soc"].between(bess.soc_min + 0.01, bess.soc_max - 0.01)
+    assert free.sum() > 10  # the test looks at real hours
+    np.testing.assert_allclose(held["grid_import_kw"][free], 0.0, atol=1e-3)
+    assert held["bess_charge_kw"].sum() > 0 and held["bess_discharge_kw"].sum() > 0  # both ways
+    assert idle["bess_charge_kw"].abs().max() < 1e-9 and idle["bess_discharge_kw"].abs().max() < 1e-9
