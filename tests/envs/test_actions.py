@@ -18,6 +18,7 @@ from iquitos_lightning.envs.actions import (
     LAYOUTS,
     PER_SOCKET,
     RULE_RESIDUAL,
+    SELF_CONSUMPTION,
     SHAVER_RESIDUAL,
     action_count,
     around_prior,
@@ -110,8 +111,16 @@ def test_an_unplugged_socket_has_an_empty_band_whatever_its_stale_soc_says() -> 
 
 
 def test_action_count_per_layout_and_an_unknown_layout_is_refused() -> None:
-    assert LAYOUTS == (PER_SOCKET, FLEET, RULE_RESIDUAL, GRID_TARGET, SHAVER_RESIDUAL, FLAT_RULE_RESIDUAL)
-    assert [action_count(layout, 4) for layout in LAYOUTS] == [5, 2, 2, 2, 2, 2]
+    assert LAYOUTS == (
+        PER_SOCKET,
+        FLEET,
+        RULE_RESIDUAL,
+        GRID_TARGET,
+        SELF_CONSUMPTION,
+        SHAVER_RESIDUAL,
+        FLAT_RULE_RESIDUAL,
+    )
+    assert [action_count(layout, 4) for layout in LAYOUTS] == [5, 2, 2, 2, 2, 2, 2]
     assert action_count(PER_SOCKET, 1) == 2
     assert action_count("".join(["per_", "socket"]), 4) == 5  # a layout read from a config: an equal, other str
     with pytest.raises(ValueError, match="env.actions must be one of .*'per_sockets'"):
