@@ -93,7 +93,6 @@ class _Runtime:
         self.update: PlannedUpdate | None = None  # the agent's update as it runs here (planned once per fit)
         self.last_update_applied = True  # False when apply_gradients skipped the update in progress
         self.drift_probe: DriftProbe | None = None  # the period's first observations and actions (health.py)
-        self.rollout_metrics: dict[str, float] = {}  # this rollout's, logged at the end of its batch
 
 
 class CollectorStream(IterableDataset):
@@ -334,8 +333,7 @@ class RLAgent(pl.LightningModule):
         logged["train/nonfinite_skipped"] = float(self.nonfinite.skipped_total)
         if finished_return is not None:
             logged["train/episode_return"] = finished_return
-        self._runtime.rollout_metrics = logged  # logged in on_train_batch_end, once the budget check has run
-        return logged
+        return logged  # logged in on_train_batch_end (Lightning's outputs), once the budget check has run
 
     @classmethod
     def workload(cls, env: EnvBase, frames_per_batch: int) -> Workload:
@@ -406,8 +404,8 @@ class RLAgent(pl.LightningModule):
         hooks run after ``training_step``; this module's hook runs after every callback's."""
         if self.frames_done >= self.frame_budget:
             self.trainer.should_stop = True
-        log_rollout_metrics(self.trainer, self._runtime.rollout_metrics)
-        self._runtime.rollout_metrics = {}
+        if isinstance(outputs, Mapping):  # what training_step returned (Lightning's copy)
+            log_rollout_metrics(self.trainer, outputs)
 
     def apply_gradients(
         self, total: torch.Tensor, losses: Mapping[str, torch.Tensor], terms_of_optimizers: Sequence[str]

@@ -98,9 +98,10 @@ def approximate_kl(actor: ProbabilisticActor, data: TensorDictBase) -> float:
     low, high = action_bounds(actor)
     action = data["action"]
     near = AT_BOUND_TOLERANCE * (high - low).to(action)
-    interior = (((action - low.to(action)) > near) & ((high.to(action) - action) > near)).all(-1)
-    if not squashed(actor):  # a plain Gaussian's log-probability is exact beyond the bounds too
-        interior = torch.ones_like(interior)
+    if squashed(actor):
+        interior = (((action - low.to(action)) > near) & ((high.to(action) - action) > near)).all(-1)
+    else:  # a plain Gaussian's log-probability is exact beyond the bounds too
+        interior = torch.ones(action.shape[:-1], dtype=torch.bool, device=action.device)
     distribution = actor.get_dist(data.select(*actor.in_keys))
     new_log_prob = distribution.log_prob(action)
     log_ratio = (new_log_prob - data["action_log_prob"])[interior]

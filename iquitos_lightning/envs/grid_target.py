@@ -68,10 +68,22 @@ def grid_target_fleet_action(
 ) -> Array:
     """The ``fleet``-layout action [..., 2] the env applies for a ``grid_target`` action [..., 2] (clipped);
     ``centre_kw`` is the set-point of action 0 (:func:`import_centre_kw`)."""
-    ev_kw = _sequential_sum(fleet_power(action[..., 1], bands))
-    net_load_kw = mall_kw + ev_kw - pv_kw
+    net_load_kw = fleet_net_load_kw(action, pv_kw, mall_kw, bands)
     target_kw = import_target_kw(action[..., 0], centre_kw, max_import_kw)
-    fraction = _clip(target_kw - net_load_kw, -bess.power_kw, bess.power_kw) / bess.power_kw
+    return with_bess_power(action, target_kw - net_load_kw, bess)
+
+
+def fleet_net_load_kw(action: Array, pv_kw: Array, mall_kw: Array, bands: SocketBands) -> Array:
+    """The hour's net load (mall + EVs - PV, kW) with the EVs at what the ``fleet`` action ``action[..., 1]`` gives
+    them: what a battery layout over the fleet (this one, ``self_consumption``) acts on."""
+    ev_kw = _sequential_sum(fleet_power(action[..., 1], bands))
+    return mall_kw + ev_kw - pv_kw
+
+
+def with_bess_power(action: Array, bess_kw: Array, bess: BatteryConfig) -> Array:
+    """The ``fleet`` action [..., 2]: the BESS power ``bess_kw`` (kW, + charging) clipped at the battery's power, as a
+    fraction of it, and the fleet action of ``action`` unchanged."""
+    fraction = _clip(bess_kw, -bess.power_kw, bess.power_kw) / bess.power_kw
     if _is_torch(action):
         import torch  # lazy: numpy callers never load torch here
 

@@ -23,10 +23,8 @@ twin, elementwise float64 operations so both give the same bits):
 
 from __future__ import annotations
 
-import numpy as np
-
-from iquitos_lightning.envs.actions import Array, SocketBands, _is_torch, _where, fleet_power
-from iquitos_lightning.envs.rule_prior import _clip, _sequential_sum
+from iquitos_lightning.envs.actions import Array, SocketBands, _where
+from iquitos_lightning.envs.grid_target import fleet_net_load_kw, with_bess_power
 from iquitos_lightning.site.config import BatteryConfig
 
 
@@ -39,12 +37,5 @@ def self_consumption_fleet_action(
     action: Array, pv_kw: Array, mall_kw: Array, bands: SocketBands, bess: BatteryConfig
 ) -> Array:
     """The ``fleet``-layout action [..., 2] the env applies for a ``self_consumption`` action [..., 2] (clipped)."""
-    ev_kw = _sequential_sum(fleet_power(action[..., 1], bands))
-    net_load_kw = mall_kw + ev_kw - pv_kw
-    bess_kw = self_consumption_bess_kw(action[..., 0], net_load_kw, bess.power_kw)
-    fraction = _clip(bess_kw, -bess.power_kw, bess.power_kw) / bess.power_kw
-    if _is_torch(action):
-        import torch  # lazy: numpy callers never load torch here
-
-        return torch.stack([fraction.to(action.dtype), action[..., 1]], -1)
-    return np.stack([np.asarray(fraction, dtype=float), np.asarray(action[..., 1], dtype=float)], -1)
+    net_load_kw = fleet_net_load_kw(action, pv_kw, mall_kw, bands)
+    return with_bess_power(action, self_consumption_bess_kw(action[..., 0], net_load_kw, bess.power_kw), bess)
