@@ -72,6 +72,9 @@ class OnPolicyAgent(RLAgent):
             stay unscaled).
         policy_scale: "parameter" (one learned log-std per action, CleanRL's) or "state" (an output of the
             actor network, as SAC's).
+        initial_scale: the Gaussian's scale (before any tanh) at the start; 1 spreads a fresh policy over the action
+            range; Stable-Baselines3's zoo starts A2C at exp(-2) = 0.135, where the policy gradient of the mean is
+            (1/0.135)^2 = 55 times that at 1 for the same advantage.
         distribution: "tanh_normal" (the Gaussian squashed onto the action bounds, as SAC's) or "normal" (a plain
             Gaussian whose samples the env clips, CleanRL's and SB3's; why A2C wants it: networks.make_actor).
         initialisation: "orthogonal" (CleanRL's ``layer_init``: gain sqrt(2) hidden, 0.01 policy output, 1 value
@@ -100,6 +103,7 @@ class OnPolicyAgent(RLAgent):
         reward_normalization: bool = True,
         reward_scale: float = 1.0,
         policy_scale: str = "parameter",
+        initial_scale: float = 1.0,
         distribution: str = "tanh_normal",
         initialisation: str = "orthogonal",
         speed: SpeedConfig | None = None,
@@ -112,7 +116,12 @@ class OnPolicyAgent(RLAgent):
         self.loss_options = critic_and_entropy(entropy_coef, critic_coef)  # for the subclass's loss module
         self.reward_normalizer = RewardNormalizer(gamma) if reward_normalization else None
         self.actor = make_actor(
-            self.train_env, hidden_sizes, activation, policy_scale=policy_scale, distribution=distribution
+            self.train_env,
+            hidden_sizes,
+            activation,
+            initial_scale=initial_scale,
+            policy_scale=policy_scale,
+            distribution=distribution,
         )
         self.critic = make_state_value(self.train_env, hidden_sizes, activation)
         initialise_lazy(self.train_env, self.actor, self.critic)

@@ -101,7 +101,7 @@ def _refuse(hparams: dict[str, Any], unsupported: dict[str, Any]) -> None:
 
 def on_policy_settings(algorithm: str, hparams: dict[str, Any]) -> OnPolicySettings:
     """The plain PPO/A2C settings of an agent's ``hparams`` (every default already filled in by the agent)."""
-    _refuse(hparams, {"entropy_coef": 0.0})
+    _refuse(hparams, {"entropy_coef": 0.0, "initial_scale": 1.0, "distribution": "tanh_normal"})
     common = {
         "algorithm": algorithm,
         "frames_per_batch": int(hparams["rollout"]["frames_per_batch"]),

@@ -104,3 +104,12 @@ def test_a_tanh_gaussians_kl_leaves_out_actions_its_atanh_cannot_invert():
 def test_an_unknown_distribution_is_refused_naming_the_key():
     with pytest.raises(ConfigError, match="model.distribution"):
         A2C(env=SITE, rollout=ROLLOUT, distribution="beta")
+
+
+@pytest.mark.parametrize("policy_scale", ["parameter", "state"])
+def test_the_initial_scale_is_the_fresh_policys_scale_in_either_layout(policy_scale):
+    agent = A2C(env=SITE, rollout=ROLLOUT, hidden_sizes=(16,), policy_scale=policy_scale, initial_scale=0.135)
+    actions = agent.train_env.action_spec.shape[-1]
+    example = agent.train_env.fake_tensordict()
+    example["observation"] = torch.zeros_like(example["observation"])
+    torch.testing.assert_close(agent.actor(example)["scale"], torch.full((actions,), 0.135), rtol=0, atol=1e-3)

@@ -1,0 +1,65 @@
+"""The lean PPO loss (agents/lean_ppo_loss.py) equals TorchRL's ``ClipPPOLoss.forward`` bit for bit."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torchrl.objectives import ClipPPOLoss
+
+from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
+from iquitos_lightning.agents.lean_ppo_loss import LEAN_KEYS
+
+SITE = EnvConfig(name="iquitos", site="configs/site/tiny.yaml", seed=0, backend="twin", num_envs=4)
+ROLLOUT = RolloutConfig(frames_per_batch=64, eval_every_frames=64)
+
+
+def moved_policy_minibatch(**agent_options):
+    """A PPO agent whose actor moved after it collected a rollout, and the rollout with its advantages as one
+    minibatch of the keys the update reads: half its rows with ratios far from 1, half at 1."""
+    torch.manual_seed(0)
+    agent = PPO(env=SITE, rollout=ROLLOUT, hidden_sizes=(16, 16), **agent_options)
+    with torch.no_grad():
+        rollout = agent.train_env.rollout(16, agent.actor, break_when_any_done=False)
+    data = agent.with_advantages(rollout).select(*agent.update_keys()).reshape(-1)
+    with torch.no_grad():
+        for parameter in agent.actor.parameters():
+            parameter.add_(0.2 * torch.randn_like(parameter))
+        # the first half of the rows as if collected by the moved policy: ratio 1, inside the clip
+        half = data.numel() // 2
+        moved_log_prob = agent.actor.get_dist(data[:half]).log_prob(data["action"][:half])
+        data["action_log_prob"][:half] = moved_log_prob
+    return agent, data
+
+
+def terms_and_gradients(agent, forward, data):
+    agent.loss_module.zero_grad()
+    out = forward(agent.loss_module, data.clone())
+    (out["loss_objective"] + out["loss_critic"]).backward()
+    gradients = [parameter.grad.clone() for parameter in agent.loss_module.parameters() if parameter.grad is not None]
+    return {key: out[key].detach() for key in LEAN_KEYS}, gradients
+
+
+@pytest.mark.parametrize(
+    "agent_options",
+    [
+        {"policy_scale": "parameter", "distribution": "tanh_normal"},
+        {"policy_scale": "state", "distribution": "normal", "initialisation": "default"},
+    ],
+    ids=["tanh_parameter_scale", "normal_state_scale"],
+)
+def test_the_terms_and_gradients_equal_the_librarys_forward_on_a_moved_policy(agent_options):
+    agent, data = moved_policy_minibatch(**agent_options)
+    lean, lean_gradients = terms_and_gradients(agent, type(agent.loss_module).forward, data)
+    library, library_gradients = terms_and_gradients(agent, ClipPPOLoss.forward, data)
+    assert agent.loss_module._modules_run_directly()  # the fast path ran, not the fallback
+    assert 0.05 < float(library["clip_fraction"]) < 0.95, float(library["clip_fraction"])  # both sides of the clip
+    for key in LEAN_KEYS:
+        assert torch.equal(lean[key], library[key]), key
+    assert len(lean_gradients) == len(library_gradients) == len(list(agent.loss_module.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(lean_gradients, library_gradients, strict=True))
+
+
+def test_a_configuration_it_does_not_cover_gets_the_librarys_forward():
+    agent, data = moved_policy_minibatch(entropy_coef=0.01)
+    out = agent.loss_module(data)
+    assert "loss_entropy" in out.keys() and "ESS" in out.keys()  # the library's forward, every key
