@@ -32,11 +32,12 @@ from iquitos_lightning.profile.memory_budget import (
 )
 
 ALGORITHMS = ("sac", "ppo", "a2c")
-# Measured on the 2-core CPU at 64x64 (docs/performance.md): SAC 54 -> 105 updates/s; PPO and A2C, which spend
-# most of a rollout collecting, no gain beyond noise. Compiling costs 30-60 s at start, nothing next to a CPU run.
-CPU_COMPILED_ALGORITHMS = ("sac",)
-CPU_COMPILE_WHY = "measured on a 2-core CPU at 64x64: SAC 2x updates/s; ~40 s to compile at start"
-CPU_EAGER_WHY = "measured on a 2-core CPU: PPO/A2C updates are a small part of a rollout, no gain beyond noise"
+# Measured on the 2-core CPU at 64x64 (docs/performance.md): SAC 54 -> 105 updates/s; PPO on the twin, where its
+# ten epochs of minibatches are most of a rollout, 0.78x -> 0.87x the plain loop's frames/s (idle, 3 rounds); A2C,
+# one update per rollout, no gain (0.74x eager, 0.71x compiled). Compiling costs 30-60 s at start.
+CPU_COMPILED_ALGORITHMS = ("sac", "ppo")
+CPU_COMPILE_WHY = "measured on a 2-core CPU at 64x64: SAC 2x updates/s, PPO on the twin 1.1x frames/s; ~40 s at start"
+CPU_EAGER_WHY = "measured on a 2-core CPU: A2C makes one update per rollout, no gain beyond noise"
 NOT_MEASURED = "not measured on a GPU yet (no GPU lent): opt-in until benchmarks/bench_speed.py says it wins"
 
 

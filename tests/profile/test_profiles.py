@@ -59,7 +59,7 @@ def test_cpu_machine_gets_the_cpu_settings():
     assert not choice.value("model.speed.tf32")
     assert all(setting.source == "auto" for setting in choice.settings)
     assert not choose_profile(cpu(), "a2c", {}, IQUITOS).value("model.speed.compile")  # measured: no gain for A2C
-    assert not choose_profile(cpu(), "ppo", {}, IQUITOS).value("model.speed.compile")
+    assert choose_profile(cpu(), "ppo", {}, IQUITOS).value("model.speed.compile")  # measured: 1.1x on the twin
 
 
 def test_rtx_4060_laptop_gets_the_8gb_profile_with_16_mixed_and_bf16_offered():
