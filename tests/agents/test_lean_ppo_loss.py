@@ -57,6 +57,8 @@ def test_the_terms_and_gradients_equal_the_librarys_forward_on_a_moved_policy(ag
         assert torch.equal(lean[key], library[key]), key
     assert len(lean_gradients) == len(library_gradients) == len(list(agent.loss_module.parameters()))
     assert all(torch.equal(a, b) for a, b in zip(lean_gradients, library_gradients, strict=True))
+    agent.to("cpu")  # a device move asks again whether the parameters are the modules' own
+    assert agent.loss_module._direct is None
 
 
 def test_a_configuration_it_does_not_cover_gets_the_librarys_forward():
