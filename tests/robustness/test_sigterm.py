@@ -64,9 +64,12 @@ def test_sigterm_to_the_process_group_saves_says_where_and_exits_143(tmp_path: P
     assert child.returncode == 143, said
     assert "Traceback" not in said and "Received SIGTERM" not in said, said
     last = checkpoints / "last.ckpt"
-    assert said.strip().splitlines()[-1] == (
-        f"terminated (SIGTERM): checkpoint saved to {last}; resume with the same command and --ckpt_path last"
-    )
+    resume = "resume with the same command and --ckpt_path last"
+    saved = f"terminated (SIGTERM): checkpoint saved to {last}; {resume}"
+    # the signal may land before the run has collected anything since the checkpoint this test waited for (seen once
+    # in a full suite run on the 2-core machine): then there is nothing newer to save, and the line says so
+    up_to_date = f"terminated (SIGTERM): the last checkpoint, {last}, was already up to date; {resume}"
+    assert said.strip().splitlines()[-1] in (saved, up_to_date), said
     assert sum(line.startswith("terminated") for line in said.splitlines()) == 1
     frames = load(last)["rl_state"]["frames_done"]
     assert frames > 0 and frames % FRAMES_PER_BATCH == 0  # saved at a rollout boundary
