@@ -16,8 +16,6 @@ goes to the library's forward unchanged.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
 import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import ProbabilisticTensorDictModule, TensorDictModule
@@ -77,18 +75,12 @@ class LeanClipPPOLoss(ClipPPOLoss):
 
     def _lean_critic_loss(self, tensordict: TensorDictBase) -> torch.Tensor:
         """``critic_coeff`` x the distance of the critic's value to the value target, per row (``loss_critic``'s)."""
+        if not self._modules_run_directly():
+            return self.loss_critic(tensordict)[0]  # the library's, through the functional parameters
         if self.separate_losses:
             tensordict = tensordict.detach()
-        if self._modules_run_directly():
-            critic = self.critic_network
-            state_value = critic.module(*(tensordict.get(key) for key in critic.in_keys))
-        else:
-            params = self.critic_network_params
-            functional = self.functional
-            with params.to_module(self.critic_network, preserve_module_state=False) if functional else nullcontext():
-                state_value = self.critic_network(tensordict.select(*self.critic_network.in_keys)).get(
-                    self.tensor_keys.value
-                )
+        critic = self.critic_network
+        state_value = critic.module(*(tensordict.get(key) for key in critic.in_keys))
         target_return = tensordict.get(self.tensor_keys.value_target)
         target_return, state_value, _ = self._critic_loss_inputs(target_return, state_value, None)
         return self.critic_coeff * distance_loss(target_return, state_value, loss_function=self.loss_critic_type)
