@@ -49,6 +49,7 @@ from iquitos_lightning.envs.actions import LAYOUTS, action_count
 from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.envs.gym_env import FlatGymEnv, SpecsOnly, is_flat_box_env
 from iquitos_lightning.envs.objectives import DEMAND_PERIODS, OBJECTIVES, TARIFF
+from iquitos_lightning.envs.reward_baseline import NO_BASELINE, check_reward_baseline
 from iquitos_lightning.envs.site_data import site_config_of, site_years
 from iquitos_lightning.envs.site_tables import AUTO, OBSERVATION_MODES, observation_names, resolve_observation
 from iquitos_lightning.envs.start_peak import check_start_peak
@@ -118,6 +119,10 @@ class EnvConfig:
     # b % len. Evaluation stays on ``site`` itself, a year the agent never trained on unless its seed is listed.
     # None: train on ``site``.
     train_site_seeds: list[int] | None = None
+    # Twin training only, a training aid (envs/reward_baseline.py): "uncontrolled" trains on the reward minus what the
+    # uncontrolled controller earns at the same hour of the same year (a fixed series: the best policy is unchanged;
+    # evaluation bills the raw reward); "none": the objective's reward
+    reward_baseline: str = NO_BASELINE
 
     def __post_init__(self) -> None:
 
@@ -136,6 +141,9 @@ class EnvConfig:
                 raise ValueError("train_site_seeds (training years) needs the twin backend of the Iquitos site")
             if not self.train_site_seeds:
                 raise ValueError("train_site_seeds must list at least one seed (or be null: train on the site)")
+        baseline = check_reward_baseline(self.reward_baseline)
+        if baseline != NO_BASELINE and (self.backend != TWIN or self.name != IQUITOS):
+            raise ValueError("reward_baseline (a training aid) needs the twin backend of the Iquitos site")
         if self.demand_period not in DEMAND_PERIODS:
             raise ValueError(f"demand_period must be one of {DEMAND_PERIODS}, got {self.demand_period!r}")
         if (self.start != "zero" or self.episode_hours is not None) and self.backend != TWIN:
@@ -227,6 +235,7 @@ def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
             start_peak=config.start_peak,
             seed=config.seed,
             years=training_years(config),
+            reward_baseline=config.reward_baseline,
             **site_env_options(config),
         )
     return _make_single_env(config, config.eval_seed if evaluation else config.seed, evaluation=evaluation)

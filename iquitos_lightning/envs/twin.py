@@ -57,6 +57,7 @@ from torchrl.envs import EnvBase, RewardSum, StepCounter, TransformedEnv
 
 from iquitos_lightning.envs import objectives
 from iquitos_lightning.envs.actions import (
+    FLEET,
     PER_SOCKET,
     SHAVER_RESIDUAL,
     SocketBands,
@@ -68,6 +69,13 @@ from iquitos_lightning.envs.env_action import applied_action
 from iquitos_lightning.envs.finite import FiniteTensorValues
 from iquitos_lightning.envs.grid_target import import_centre_kw
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
+from iquitos_lightning.envs.reward_baseline import (
+    NO_BASELINE,
+    UNCONTROLLED,
+    cached_rewards,
+    check_reward_baseline,
+    uncontrolled_rewards,
+)
 from iquitos_lightning.envs.site_data import built_site
 from iquitos_lightning.envs.site_tables import (
     AUTO,
@@ -129,6 +137,8 @@ class IquitosTwin(EnvBase):
             simulates ``years[b % len(years)]``. ``series`` still sets every scale (observation, reward, the
             ``grid_target`` centre), so each year is seen on the scale of the year the agent is evaluated on.
             Empty: every env simulates ``series``.
+        reward_baseline: "uncontrolled" (training only): the reward minus the uncontrolled controller's at the same
+            row (envs/reward_baseline.py); "none": the objective's reward.
     """
 
     batch_locked = True
@@ -158,6 +168,7 @@ class IquitosTwin(EnvBase):
         start_peak: str = REFERENCE_PEAK,
         forecasts: str = PAST_DAYS,
         years: Sequence[SiteSeries] = (),
+        reward_baseline: str = NO_BASELINE,
     ) -> None:
         if start not in START_SCHEDULES:
             raise ValueError(f"start must be one of {START_SCHEDULES}, got {start!r}")
@@ -208,6 +219,12 @@ class IquitosTwin(EnvBase):
         self._start_peaks: torch.Tensor | None = None
         if check_start_peak(start_peak) == REFERENCE_PEAK and start != ZERO and self.objective == objectives.TARIFF:
             self._start_peaks = self._reference_peaks(Path(schema_path))
+        # [Y x T] what the reward subtracts at each row (envs/reward_baseline.py; None: the objective's reward as is)
+        self._baseline_rewards: torch.Tensor | None = None
+        if check_reward_baseline(reward_baseline) == UNCONTROLLED:
+            if record:
+                raise ValueError("reward_baseline is for training: an evaluation (recording) twin bills the raw reward")
+            self._baseline_rewards = self._uncontrolled_rewards(Path(schema_path))
         if compile_physics:  # (not "compile": TorchRL's env metaclass takes that keyword for itself)
             self._simulate = torch.compile(self._simulate, dynamic=False)
 
@@ -355,6 +372,31 @@ class IquitosTwin(EnvBase):
             cached_peaks(reference_key(schema_path, year, *options), lambda year=year: run(year)) for year in self.years
         ]
         return torch.tensor(np.concatenate(peaks), dtype=F64, device=self.device)
+
+    def _uncontrolled_rewards(self, schema_path: Path) -> torch.Tensor:
+        """[Y x T] each year's uncontrolled controller's reward at each step (envs/reward_baseline.py), from a
+        one-env ``fleet`` twin of that year from hour 0 with this twin's objective, demand period and EV guarantee."""
+        options = (self.objective, self.demand_period, self.ev_guarantee, self.reward_weights, self.tariff.weights)
+
+        def run(series: SiteSeries) -> np.ndarray:
+            uncontrolled = IquitosTwin(
+                schema_path,
+                series,
+                self.reward_weights,
+                action_layout=FLEET,
+                ev_guarantee=self.ev_guarantee,
+                objective=self.objective,
+                tariff_weights=self.tariff.weights,
+                demand_period=self.demand_period,
+                observation=COMPACT,
+            )
+            return uncontrolled_rewards(uncontrolled)
+
+        rewards = [
+            cached_rewards(reference_key(schema_path, year, "uncontrolled", *options), lambda year=year: run(year))
+            for year in self.years
+        ]
+        return torch.tensor(np.concatenate(rewards), dtype=F64, device=self.device)
 
     # ----- exact resume -------------------------------------------------------------------------
     def resume_state(self) -> dict[str, Any]:
@@ -523,6 +565,8 @@ class IquitosTwin(EnvBase):
                 reward = reward + self._shaping(soc[:, 0].to(F64), soc_end[:, 0].to(F64))
         else:
             reward = weighted_reward(reward_terms(outcome, self.reward_scales), self.reward_weights)
+        if self._baseline_rewards is not None:
+            reward = reward - self._baseline_rewards[row]
         peak = objectives.next_peak_to_date(grid_import, peak, in_window)
         flows = departing_soc = None
         if self.record:  # the Gymnasium env's bookkeeping (FLOW_COLUMNS order)

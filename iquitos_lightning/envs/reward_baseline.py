@@ -1,0 +1,68 @@
+"""A training reward measured against the uncontrolled site: the objective's reward minus what the uncontrolled
+controller (BESS idle, every EV at full power from plug-in) earns at the same hour of the same year.
+
+Why: most of an hour's reward is the mall's load and the sun, which no action changes. On the ``thesis``
+reward the per-step reward has a spread of 0.080 on the default year, the part a battery controller changes
+(its reward minus the uncontrolled one, hour by hour) 0.028-0.040; what separates the rule-based controller from
+the constant "take over every surplus and load" action (-695.95 against -703.50 a year) is a few hundredths a
+day, which a critic whose targets swing with the weather does not resolve (measured: docs/experiments.md,
+2026-11-26). With this baseline the targets hold only what the agent's actions did.
+
+The best policy is unchanged: the series subtracted is computed once, before training, from the year alone (the
+uncontrolled controller's own run from hour 0), never from the agent's actions, so it shifts the return of every
+policy from a given start by the same amount. Evaluation always bills the raw objective (the recording twin and
+CityLearn refuse a baseline), so every table reads as before. The uncontrolled controller is the ``fleet``
+layout's action (0, +1): the BESS idles and every socket charges at the top of its band, as
+:class:`~iquitos_lightning.control.references.UncontrolledController` does per socket.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+import torch
+from tensordict import TensorDict
+
+NO_BASELINE = "none"  # the objective's reward as it is
+UNCONTROLLED = "uncontrolled"  # minus the uncontrolled controller's reward at the same hour of the same year
+REWARD_BASELINES = (NO_BASELINE, UNCONTROLLED)
+UNCONTROLLED_FLEET_ACTION = (0.0, 1.0)  # the fleet layout's BESS idle, every socket at the top of its band
+
+# The baseline runs of this process by key (envs/start_peak.reference_key): a year of the default site's one-env
+# twin takes about 10 s, and an agent may build its training twin more than once.
+_REWARDS: dict[str, np.ndarray] = {}
+
+
+def check_reward_baseline(reward_baseline: str) -> str:
+    if reward_baseline not in REWARD_BASELINES:
+        raise ValueError(f"env.reward_baseline must be one of {REWARD_BASELINES}, got {reward_baseline!r}")
+    return reward_baseline
+
+
+class RewardSource(Protocol):
+    """What :func:`uncontrolled_rewards` runs: a one-env ``fleet``-layout twin (envs/twin.py), TorchRL API."""
+
+    hours: int
+
+    def reset(self) -> TensorDict: ...
+
+    def step(self, tensordict: TensorDict) -> TensorDict: ...
+
+
+def uncontrolled_rewards(env: RewardSource) -> np.ndarray:
+    """[T] float64: the reward of every step of one episode of the uncontrolled controller, from hour 0."""
+    env.reset()
+    action = TensorDict({"action": torch.tensor([UNCONTROLLED_FLEET_ACTION])}, batch_size=[1])
+    rewards = np.empty(env.hours)
+    for step in range(env.hours):
+        rewards[step] = float(env.step(action)["next", "reward"][0, 0])
+    return rewards
+
+
+def cached_rewards(key: str, run: Callable[[], np.ndarray]) -> np.ndarray:
+    """The baseline rewards of ``key``, from ``run`` the first time this process asks for them."""
+    if key not in _REWARDS:
+        _REWARDS[key] = run()
+    return _REWARDS[key]
