@@ -53,7 +53,8 @@ from iquitos_lightning.profile.hardware import GIB, MEMORY_CAP_ENV, detect_devic
 from iquitos_lightning.profile.memory_budget import InsufficientMemory
 from iquitos_lightning.profile.profiles import choose_profile
 
-PRECISIONS = ("32-true", "16-mixed", "bf16-mixed")
+# 16-mixed first: the card's precision on CUDA, timed first when --deadline-s may cut the timed stage short
+PRECISIONS = ("16-mixed", "32-true", "bf16-mixed")
 SWITCH_SETS = ("eager", "compile", "cuda_graphs", "compile+cuda_graphs")
 ALGORITHMS = ("sac", "ppo", "a2c")
 AGENT_CLASSES = {"sac": SAC, "ppo": PPO, "a2c": A2C}
@@ -64,6 +65,7 @@ VERSIONED = ("torch", "lightning", "torchrl", "tensordict", "citylearn", "gymnas
 # sums (tiny differences); half precisions round activations, so their tolerance is wider.
 MATCH_TOLERANCE = {"32-true": 1e-3, "16-mixed": 2e-2, "bf16-mixed": 5e-2}
 ROLLOUTS_PER_PROFILE_FIT = 2  # the first starts workers (and compiles); the second is timed
+LEAST_SECONDS_TO_START = 30  # with --deadline-s, a check is not started with less time left than this
 
 
 @dataclass
@@ -75,8 +77,19 @@ class CheckRun:
     jobs: int
     quick: bool
     cuda: bool
+    deadline_s: float | None = None
     sections: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
+
+    def seconds_left(self) -> float:
+        """Until ``--deadline-s`` (infinite without one): lent GPU time is short, a partial report beats none."""
+        if self.deadline_s is None:
+            return float("inf")
+        return self.deadline_s - (time.perf_counter() - self.started)
+
+    def timeout(self, default_s: int) -> int:
+        """A child's timeout: its own limit, cut to what is left before the deadline."""
+        return int(max(1.0, min(default_s, self.seconds_left())))
 
     def child_env(self, capped: bool = True) -> dict[str, str]:
         env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
@@ -91,7 +104,9 @@ def run_child(run: CheckRun, task: str, arguments: dict[str, Any], name: str, ti
     raw.mkdir(parents=True, exist_ok=True)
     result_file = raw / f"{name}.json"
     command = [sys.executable, "-m", "iquitos_lightning.bench.gpu_check_tasks", task, json.dumps(arguments)]
-    return _run_and_read([*command, str(result_file)], result_file, raw / f"{name}.log", run.child_env(), timeout_s)
+    return _run_and_read(
+        [*command, str(result_file)], result_file, raw / f"{name}.log", run.child_env(), run.timeout(timeout_s)
+    )
 
 
 def _run_and_read(command: list[str], result_file: Path, log: Path, env: dict[str, str], timeout_s: int) -> dict:
@@ -177,7 +192,7 @@ def profile_fit_jobs(run: CheckRun) -> list[tuple[str, Callable[[], dict[str, An
         workdir = tempfile.mkdtemp(prefix=f"gpu-check-{Path(config).stem}-")
         result_file = raw / f"{name}.json"
         command = profile_fit_command(config, ROLLOUTS_PER_PROFILE_FIT, workdir, str(result_file))
-        return _run_and_read(command, result_file, raw / f"{name}.log", run.child_env(), 420)
+        return _run_and_read(command, result_file, raw / f"{name}.log", run.child_env(), run.timeout(420))
 
     return [(f"profile-{Path(config).stem}", lambda config=config: fit(config)) for config in profile_configs()]
 
@@ -211,8 +226,8 @@ def update_grid(run: CheckRun) -> list[tuple[str, str, list[str]]]:
         switch_sets = ["eager"] if run.quick else ["eager", "compile"]
         return [(algorithm, "32-true", switch_sets) for algorithm in ALGORITHMS]
     groups = []
-    for algorithm in ALGORITHMS:
-        for precision in PRECISIONS:
+    for precision in PRECISIONS:
+        for algorithm in ALGORITHMS:
             # 16-mixed's GradScaler reads the host every step: CUDA graphs cannot capture it (agents/speed.py)
             sets = [s for s in SWITCH_SETS if not (precision == "16-mixed" and "cuda_graphs" in s)]
             groups.append((algorithm, precision, sets))
@@ -276,10 +291,12 @@ def oom_jobs(run: CheckRun) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
         started = time.perf_counter()
         log = raw / f"{name}.log"
         raw.mkdir(parents=True, exist_ok=True)
-        with log.open("w") as log_file:
-            completed = subprocess.run(
-                command, stdout=log_file, stderr=subprocess.STDOUT, env=run.child_env(), timeout=300, check=False
-            )
+        try:
+            with log.open("w") as log_file:
+                completed = subprocess.run(command, stdout=log_file, stderr=subprocess.STDOUT, env=run.child_env(),
+                                           timeout=run.timeout(300), check=False)  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return {"error": f"timed out (log: {log})", "passed": False}
         text = log.read_text(errors="replace")
         error_lines = [line for line in text.splitlines() if line.startswith("error:") or "out of memory" in line]
         return {
@@ -310,7 +327,7 @@ def buffer_jobs(run: CheckRun) -> list[tuple[str, Callable[[], dict[str, Any]]]]
         log = raw / f"buffer-{capacity}.log"
         with log.open("w") as log_file:
             completed = subprocess.run(command, stdout=subprocess.PIPE, stderr=log_file, text=True,
-                                       env=run.child_env(), timeout=420, check=False)  # fmt: skip
+                                       env=run.child_env(), timeout=run.timeout(420), check=False)  # fmt: skip
         if completed.returncode != 0:
             return {"capacity": capacity, "error": f"exit status {completed.returncode}: {_last_line(log)}"}
         return {"capacity": capacity, **json.loads(completed.stdout.strip().splitlines()[-1])}
@@ -319,11 +336,20 @@ def buffer_jobs(run: CheckRun) -> list[tuple[str, Callable[[], dict[str, Any]]]]
 
 
 # ----- orchestration ----------------------------------------------------------------------------------------------
-def run_parallel(jobs: list[tuple[str, Callable[[], dict[str, Any]]]], workers: int) -> dict[str, dict[str, Any]]:
+def run_parallel(
+    jobs: list[tuple[str, Callable[[], dict[str, Any]]]], workers: int, run: CheckRun
+) -> dict[str, dict[str, Any]]:
+    """Every job, ``workers`` at once; one started too close to the deadline is reported skipped, not run."""
     results: dict[str, dict[str, Any]] = {}
+
+    def unless_late(job: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        if run.seconds_left() < LEAST_SECONDS_TO_START:
+            return {"error": f"not started: --deadline-s {run.deadline_s:g} reached", "skipped": True}
+        return job()
+
     with Progress(transient=False) as progress, ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         task = progress.add_task(f"{len(jobs)} checks, {workers} at once", total=len(jobs))
-        futures = {name: pool.submit(job) for name, job in jobs}
+        futures = {name: pool.submit(unless_late, job) for name, job in jobs}
         for name, future in futures.items():
             try:
                 results[name] = future.result()
@@ -333,8 +359,8 @@ def run_parallel(jobs: list[tuple[str, Callable[[], dict[str, Any]]]], workers: 
     return results
 
 
-def run_sequential(jobs: list[tuple[str, Callable[[], dict[str, Any]]]]) -> dict[str, dict[str, Any]]:
-    return run_parallel(jobs, 1)
+def run_sequential(jobs: list[tuple[str, Callable[[], dict[str, Any]]]], run: CheckRun) -> dict[str, dict[str, Any]]:
+    return run_parallel(jobs, 1, run)
 
 
 def versions() -> dict[str, str | None]:
@@ -364,7 +390,7 @@ def run_checks(run: CheckRun) -> dict[str, Any]:
         parallel = [*profile_fit_jobs(run), *oom_jobs(run), *buffer_jobs(run), *update_jobs(run, True, "warm")]
         if run.quick:
             parallel = [*profile_fit_jobs(run)[:1], *oom_jobs(run)]
-        results = run_parallel(parallel, run.jobs)
+        results = run_parallel(parallel, run.jobs, run)
         report["profiles"] = [
             judge_profile({"name": name, **row}, run.cap_gib)
             for name, row in results.items()
@@ -383,13 +409,16 @@ def run_checks(run: CheckRun) -> dict[str, Any]:
         report["profiles"] = skipped(f"the profiles' fits measure VRAM under the {run.cap_gib:g} GiB cap: {no_cuda}")
         report["oom_drill"] = skipped(f"a CUDA out-of-memory drill {no_cuda}")
         report["buffer"] = skipped(f"VRAM against replay capacity {no_cuda}")
-    groups = run_sequential(update_jobs(run, False, "timed"))
+    groups = run_sequential(update_jobs(run, False, "timed"), run)
     rows = judge_update_rows(list(groups.values()))
+    not_run = [] if run.cuda else ["16-mixed, bf16-mixed, cuda_graphs: " + no_cuda]
+    not_run += [f"{name.removeprefix('timed-')}: {group['error']}" for name, group in groups.items()
+                if "rows" not in group]  # fmt: skip
     report["update_step"] = {
         "sizes": update_sizes(run),
         "rows": rows,
         "fastest_matching": fastest_matching(rows),
-        "not_run": [] if run.cuda else ["16-mixed, bf16-mixed, cuda_graphs: " + no_cuda],
+        "not_run": not_run,
     }
     report["wall_s"] = time.perf_counter() - run.started
     return report
@@ -408,9 +437,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cap-gib", type=float, default=8.0, help="GPU memory cap standing in for the RTX 4060")
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="checks run at once")
     parser.add_argument("--quick", action="store_true", help="tiny sizes and one profile: a smoke run of the command")
+    parser.add_argument("--deadline-s", type=float, default=None,
+                        help="start no check after this many seconds and cut running ones there; the report says "
+                        "what was not run (for a GPU lent by the minute)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.deadline_s is not None and args.deadline_s <= 0:
+        parser.error(f"--deadline-s must be positive, got {args.deadline_s:g}")
     args.out.mkdir(parents=True, exist_ok=True)
-    run = CheckRun(out=args.out, cap_gib=args.cap_gib, jobs=args.jobs, quick=args.quick, cuda=torch.cuda.is_available())
+    run = CheckRun(out=args.out, cap_gib=args.cap_gib, jobs=args.jobs, quick=args.quick, cuda=torch.cuda.is_available(),
+                   deadline_s=args.deadline_s)  # fmt: skip
     report = run_checks(run)
     (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     table = markdown_report(report)

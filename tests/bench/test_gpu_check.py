@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from iquitos_lightning.bench.gpu_check import fastest_matching, judge_profile, judge_update_rows
+from iquitos_lightning.bench.gpu_check import CheckRun, fastest_matching, judge_profile, judge_update_rows, run_parallel
 from iquitos_lightning.bench.gpu_check_report import markdown_report, profiles_section
 from iquitos_lightning.profile.hardware import GIB, MEMORY_CAP_ENV, memory_cap_bytes
 
@@ -159,3 +159,12 @@ def test_the_markdown_report_has_a_section_per_check() -> None:
     for title in ("## Device", "## Training profiles", "## Update step", "## Out-of-memory drill", "## Replay buffer"):
         assert title in text
     assert "| configs/sac_rtx4060.yaml | SAC 16-mixed |" in text
+
+
+def test_past_the_deadline_a_check_is_reported_not_started_and_a_child_timeout_is_cut(tmp_path: Path) -> None:
+    run = CheckRun(out=tmp_path, cap_gib=8.0, jobs=2, quick=True, cuda=False, deadline_s=100.0)
+    assert run.timeout(420) <= 100  # cut to what is left
+    run.started -= 90  # 10 s left: under the least time a check is started with
+    results = run_parallel([("first", lambda: {"rows": []}), ("second", lambda: {"rows": []})], 2, run)
+    assert all(result.get("skipped") and "deadline" in result["error"] for result in results.values())
+    assert CheckRun(out=tmp_path, cap_gib=8.0, jobs=1, quick=True, cuda=False).timeout(420) == 420
