@@ -52,7 +52,7 @@ from iquitos_lightning.agents.collection import collects_in_process, make_collec
 from iquitos_lightning.agents.config import RolloutConfig, as_config, plain
 from iquitos_lightning.agents.guards import NonFiniteGuard, backward_and_step
 from iquitos_lightning.agents.health import DriftProbe
-from iquitos_lightning.agents.networks import make_actor
+from iquitos_lightning.agents.networks import apply_to_distribution_bounds, make_actor
 from iquitos_lightning.agents.replay import bytes_per_transition
 from iquitos_lightning.agents.resume import env_resets_on_resume, refuse_unfit_checkpoint, rng_states, set_rng_states
 from iquitos_lightning.agents.rollout_logging import log_rollout_metrics
@@ -292,6 +292,13 @@ class RLAgent(pl.LightningModule):
         if runtime.iterator is None:
             runtime.iterator = iter(runtime.collector)
         return next(runtime.iterator)
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Any:
+        """``nn.Module._apply`` (what ``.to``, ``.cuda``, ``.double`` run), also on the actors' distribution
+        bounds, in a dict torch does not walk (:func:`~.networks.apply_to_distribution_bounds`)."""
+        moved = super()._apply(fn, recurse)
+        apply_to_distribution_bounds(self, fn)
+        return moved
 
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
         """Rollouts stay on the CPU (they go into host-side buffers); agents move what they train on."""

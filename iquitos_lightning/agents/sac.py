@@ -199,7 +199,7 @@ class SAC(OffPolicyAgent):
         at the start of the next update, not after a step)."""
         loss = self.loss_module
         parameters = self.actor.module[0](batch.select("observation").clone())
-        low, high = action_bounds(self.actor)
+        low, high = (bound.to(parameters["loc"]) for bound in action_bounds(self.actor))  # the spec's are on the CPU
         mode = low + (torch.tanh(parameters["loc"]) + 1) * (high - low) / 2
         return (
             policy_spread(parameters["loc"], parameters["scale"], mode, low, high)

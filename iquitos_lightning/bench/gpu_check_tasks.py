@@ -48,10 +48,15 @@ class FitProbe(pl.Callback):
         self.marks: list[tuple[float, int, int]] = []
         self.monitor_vs_torch: dict[str, float] = {}
         self.started = time.perf_counter()
+        # Read while training: by ``on_fit_end`` Lightning has moved the module back to the CPU (seen on a GPU)
+        self.device: torch.device | None = None
+        self.estimate: Any = None
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         if pl_module.device.type == "cuda":
             torch.cuda.synchronize(pl_module.device)
+        if self.device is None:
+            self.device, self.estimate = pl_module.device, pl_module.device_memory_estimate()
         self.marks.append((time.perf_counter(), int(pl_module.frames_done), int(pl_module.updates_done)))
         monitor = next((callback for callback in trainer.callbacks if type(callback).__name__ == "VRAMMonitor"), None)
         if monitor is not None and monitor.latest is not None and pl_module.device.type == "cuda":
@@ -75,8 +80,9 @@ class FitProbe(pl.Callback):
         return {"frames_per_s": (f1 - f0) / seconds, "updates_per_s": (u1 - u0) / seconds, "timed_rollouts": rollouts}
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
-        cuda = pl_module.device.type == "cuda"
-        estimate = pl_module.device_memory_estimate()
+        device = self.device or pl_module.device
+        cuda = device.type == "cuda"
+        estimate = self.estimate or pl_module.device_memory_estimate()
         hparams = dict(pl_module.hparams)
         rollout = hparams.get("rollout") or {}
         frames_per_batch = getattr(rollout, "frames_per_batch", None) or dict(rollout).get("frames_per_batch")
@@ -90,8 +96,8 @@ class FitProbe(pl.Callback):
             "frames_per_batch": frames_per_batch,
             "frames_done": int(pl_module.frames_done),
             "cap_gib": cap / GIB if cap else None,
-            "peak_allocated_gib": torch.cuda.max_memory_allocated(pl_module.device) / GIB if cuda else None,
-            "peak_reserved_gib": torch.cuda.max_memory_reserved(pl_module.device) / GIB if cuda else None,
+            "peak_allocated_gib": torch.cuda.max_memory_allocated(device) / GIB if cuda else None,
+            "peak_reserved_gib": torch.cuda.max_memory_reserved(device) / GIB if cuda else None,
             "estimate_gib": estimate.total / GIB,
             "estimate_parts": estimate.parts(),
             **self.rates(),

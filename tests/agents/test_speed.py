@@ -87,3 +87,18 @@ def test_speed_threads_sets_torchs_cpu_threads_for_the_fit():
         torch.set_num_threads(before)
     with pytest.raises(ValueError, match="speed.threads must be at least 1"):
         SpeedConfig(threads=0)
+
+
+def test_moving_an_agent_moves_its_actors_distribution_bounds_too():
+    """TorchRL keeps TanhNormal's bounds in a dict ``.to`` does not walk; on a GPU they stayed on the host and
+    every forward copied them, which a CUDA-graph capture refuses. A cast shows the same path on the CPU."""
+    agent = small_sac(100)
+    bounds = [
+        module.distribution_kwargs
+        for module in agent.modules()
+        if isinstance(getattr(module, "distribution_kwargs", None), dict) and module.distribution_kwargs
+    ]
+    assert bounds  # the actor (and the loss module's copy, if any) carry low/high
+    agent.double()
+    assert all(value.dtype == torch.float64 for kwargs in bounds for value in kwargs.values())
+    assert float(bounds[0]["high"].max()) == 2.0  # Pendulum's torque bound, unchanged by the move
