@@ -18,10 +18,10 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 from torch.optim import Adam
-from torchrl.objectives import SACLoss
 
 from iquitos_lightning.agents.config import RolloutConfig
 from iquitos_lightning.agents.health import action_bounds, gradient_norm, policy_spread, q_statistics
+from iquitos_lightning.agents.lean_sac_loss import LeanSACLoss
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor, make_q_value, zero_policy_mean
 from iquitos_lightning.agents.off_policy import NonModule, OffPolicyAgent
 from iquitos_lightning.agents.replay import ReplayBufferConfig
@@ -134,7 +134,7 @@ class SAC(OffPolicyAgent):
         initialise_lazy(self.train_env, self.actor, q_value)
         if zero_mean_start:
             zero_policy_mean(self.actor)
-        self.loss_module = SACLoss(
+        self.loss_module = LeanSACLoss(
             actor_network=self.actor,
             qvalue_network=q_value,
             num_qvalue_nets=2,

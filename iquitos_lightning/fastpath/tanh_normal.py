@@ -83,36 +83,53 @@ class TanhNormalSampler(TensorDictModuleBase):
         self._loc_key, self._scale_key = parameters.out_keys
         self._action_key = sampling.out_keys[0]
         self._log_prob_key = sampling.log_prob_key if sampling.return_log_prob else None
-        low = torch.as_tensor(sampling.distribution_kwargs.get("low", -1.0))
-        high = torch.as_tensor(sampling.distribution_kwargs.get("high", 1.0))
-        # TanhNormal adds the affine map to [low, high] only when a bound is not the unit one.
-        self._affine = bool((high != 1.0).any() or (low != -1.0).any())
-        self._center = (high + low) / 2
-        self._half_range = (high - low) / 2
+        self._bounds = squashing_bounds(sampling.distribution_kwargs)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         if exploration_type() is not ExplorationType.RANDOM:
             return self.actor(tensordict)
         network = self.actor.module[0].module  # looked up, not stored: a second name would register it twice
         loc, scale = network(tensordict.get(self._observation_key))
-        noise = torch.empty_like(loc).normal_()  # torch's Normal.rsample draws exactly this
-        preimage = loc + noise * scale
-        limit = 1.0 - torch.finfo(preimage.dtype).resolution  # TorchRL's SafeTanhTransform clamp
-        squashed = preimage.tanh().clamp(-limit, limit)
-        log_jacobian = 2.0 * (_LOG_2 - preimage - softplus(-2.0 * preimage))  # torch's TanhTransform
-        if self._affine:
-            center, half_range = self._center.to(loc.device), self._half_range.to(loc.device)
-            action = center + half_range * squashed
-            log_jacobian = log_jacobian + half_range.abs().log().expand(preimage.shape)
-        else:
-            action = squashed
+        action, log_prob = rsample_and_log_prob(loc, scale, self._bounds)
         tensordict.set(self._loc_key, loc)
         tensordict.set(self._scale_key, scale)
         tensordict.set(self._action_key, action)
         if self._log_prob_key is not None:
-            normal = -((preimage - loc) ** 2) / (2 * scale**2) - scale.log() - _LOG_SQRT_2PI
-            tensordict.set(self._log_prob_key, normal.sum(-1) - log_jacobian.sum(-1))
+            tensordict.set(self._log_prob_key, log_prob)
         return tensordict
+
+
+def squashing_bounds(distribution_kwargs: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The affine map TanhNormal adds after the tanh, as (center, half range) of ``[low, high]``; None when both
+    bounds are the unit ones (TanhNormal then adds none)."""
+    low = torch.as_tensor(distribution_kwargs.get("low", -1.0))
+    high = torch.as_tensor(distribution_kwargs.get("high", 1.0))
+    if not bool((high != 1.0).any() or (low != -1.0).any()):
+        return None
+    return (high + low) / 2, (high - low) / 2
+
+
+def rsample_and_log_prob(
+    loc: torch.Tensor, scale: torch.Tensor, bounds: tuple[torch.Tensor, torch.Tensor] | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``TanhNormal(loc, scale, low, high).rsample_and_log_prob()``'s tensor operations, in its order: one
+    standard-normal draw, the safe tanh, the affine map of :func:`squashing_bounds`, the Normal log-density
+    summed over the action minus the summed log-Jacobian. For draws without gradients (collection, SAC's target):
+    the values are TanhNormal's bit for bit, the gradients through them are not (autograd orders their sums
+    differently from TorchRL's safe-tanh function)."""
+    noise = torch.empty_like(loc).normal_()  # torch's Normal.rsample draws exactly this
+    preimage = loc + noise * scale
+    limit = 1.0 - torch.finfo(preimage.dtype).resolution  # TorchRL's SafeTanhTransform clamp
+    squashed = preimage.tanh().clamp(-limit, limit)
+    log_jacobian = 2.0 * (_LOG_2 - preimage - softplus(-2.0 * preimage))  # torch's TanhTransform
+    if bounds is not None:
+        center, half_range = bounds[0].to(loc.device), bounds[1].to(loc.device)
+        action = center + half_range * squashed
+        log_jacobian = log_jacobian + half_range.abs().log().expand(preimage.shape)
+    else:
+        action = squashed
+    normal = -((preimage - loc) ** 2) / (2 * scale**2) - scale.log() - _LOG_SQRT_2PI
+    return action, normal.sum(-1) - log_jacobian.sum(-1)
 
 
 def collection_policy(actor: TensorDictModuleBase) -> TensorDictModuleBase:
