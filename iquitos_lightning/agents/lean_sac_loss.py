@@ -27,16 +27,22 @@ from torchrl.objectives import SACLoss
 from torchrl.objectives.sac import compute_rsample_log_prob
 from torchrl.objectives.utils import distance_loss
 
-from iquitos_lightning.fastpath.tanh_normal import rsample_and_log_prob, samples_like_tanh_normal, squashing_bounds
+from iquitos_lightning.fastpath.tanh_normal import (
+    CachedSquashingBounds,
+    rsample_and_log_prob,
+    samples_like_tanh_normal,
+)
 
 
 class LeanSACLoss(SACLoss):
     """``SACLoss`` (v2: twin Q, no value network) whose forward skips the tensordict plumbing around the networks."""
 
     _direct: bool | None = None  # _actor_runs_directly's answer, once known
-    _bounds_key: tuple[int, int] | None = None
-    _bounds: tuple[torch.Tensor, torch.Tensor] | None = None
     _q_plan: list | bool | None = None  # _q_layers' answer, once known
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._bounds = CachedSquashingBounds()
 
     def _lean_applies(self, tensordict: TensorDictBase) -> bool:
         """Whether this forward equals the library's on ``tensordict`` (else the library's forward runs). Not under
@@ -109,18 +115,11 @@ class LeanSACLoss(SACLoss):
         names = zip(distribution.dist_keys, distribution.in_keys, strict=True)
         parameters = {name: outputs[key] for name, key in names}
         if not torch.is_grad_enabled() and samples_like_tanh_normal(self.actor_network):
-            return rsample_and_log_prob(parameters["loc"], parameters["scale"], self._squashing_bounds())
+            return rsample_and_log_prob(
+                parameters["loc"], parameters["scale"], self._bounds(distribution.distribution_kwargs)
+            )
         built = distribution.distribution_class(**parameters, **distribution.distribution_kwargs)
         return compute_rsample_log_prob(built)
-
-    def _squashing_bounds(self) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """:func:`squashing_bounds` of the actor's ``low``/``high``, computed again only when they are new tensors
-        (a move to another device): the check whether they are the unit bounds reads the device."""
-        kwargs = self.actor_network.module[-1].distribution_kwargs
-        key = (id(kwargs.get("low")), id(kwargs.get("high")))
-        if self._bounds_key != key:
-            self._bounds_key, self._bounds = key, squashing_bounds(kwargs)
-        return self._bounds
 
     def _twin_q(self, parameters: TensorDictBase, observation: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Both Q networks at (observation, action), shape ``[2, *batch, 1]``, from their stacked parameters.

@@ -109,6 +109,21 @@ def squashing_bounds(distribution_kwargs: dict) -> tuple[torch.Tensor, torch.Ten
     return (high + low) / 2, (high - low) / 2
 
 
+class CachedSquashingBounds:
+    """:func:`squashing_bounds` of an actor's ``low``/``high``, computed again only when they are new tensors (a
+    move to another device): the check whether they are the unit bounds reads the device, once."""
+
+    def __init__(self) -> None:
+        self._key: tuple[int, int] | None = None
+        self._bounds: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def __call__(self, distribution_kwargs: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
+        key = (id(distribution_kwargs.get("low")), id(distribution_kwargs.get("high")))
+        if self._key != key:
+            self._key, self._bounds = key, squashing_bounds(distribution_kwargs)
+        return self._bounds
+
+
 def rsample_and_log_prob(
     loc: torch.Tensor, scale: torch.Tensor, bounds: tuple[torch.Tensor, torch.Tensor] | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -136,3 +151,24 @@ def collection_policy(actor: TensorDictModuleBase) -> TensorDictModuleBase:
     """What collectors run for ``actor``: a :class:`TanhNormalSampler` over it when it is a TanhNormal actor,
     else ``actor`` itself."""
     return TanhNormalSampler(actor) if samples_like_tanh_normal(actor) else actor
+
+
+def log_prob(
+    loc: torch.Tensor, scale: torch.Tensor, action: torch.Tensor, bounds: tuple[torch.Tensor, torch.Tensor] | None
+) -> torch.Tensor:
+    """``TanhNormal(loc, scale, low, high).log_prob(action)``'s tensor operations, in its order: the inverse of the
+    affine map, TorchRL's safe inverse tanh, the Normal log-density at that pre-image summed over the action minus
+    the summed log-Jacobian (recomputed from the pre-image, as ``ComposeTransform`` does). The action is data, so
+    gradients reach ``loc`` and ``scale`` through the Normal log-density only: the library's graph, bit for bit."""
+    if bounds is not None:
+        center, half_range = bounds[0].to(loc.device), bounds[1].to(loc.device)
+        squashed = (action - center) / half_range
+    else:
+        squashed = action
+    limit = 1.0 - torch.finfo(squashed.dtype).resolution  # TorchRL's SafeTanhTransform inverse clamp
+    preimage = squashed.clamp(-limit, limit).atanh()
+    log_jacobian = 2.0 * (_LOG_2 - preimage - softplus(-2.0 * preimage))  # torch's TanhTransform
+    if bounds is not None:
+        log_jacobian = log_jacobian + half_range.abs().log().expand(preimage.shape)
+    normal = -((preimage - loc) ** 2) / (2 * scale**2) - scale.log() - _LOG_SQRT_2PI
+    return normal.sum(-1) - log_jacobian.sum(-1)

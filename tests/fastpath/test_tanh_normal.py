@@ -6,11 +6,12 @@ import pytest
 import torch
 from tensordict import TensorDict
 from torchrl.envs.utils import ExplorationType, set_exploration_type
+from torchrl.modules import TanhNormal
 
 from iquitos_lightning.agents import EnvConfig
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor
 from iquitos_lightning.envs.factory import make_env
-from iquitos_lightning.fastpath.tanh_normal import TanhNormalSampler, collection_policy
+from iquitos_lightning.fastpath.tanh_normal import TanhNormalSampler, collection_policy, log_prob, squashing_bounds
 
 
 def _actor(env_name: str, *, return_log_prob: bool = True, policy_scale: str = "state"):
@@ -81,3 +82,21 @@ def test_collection_policy_keeps_modules_it_does_not_reproduce() -> None:
     assert collection_policy(actor.module[0]) is actor.module[0]
     with pytest.raises(TypeError, match="ProbabilisticActor"):
         TanhNormalSampler(actor.module[0])
+
+
+@pytest.mark.parametrize("low, high", [(-1.0, 1.0), (-0.5, 3.0)], ids=["unit_bounds", "asymmetric_bounds"])
+def test_the_log_prob_of_given_actions_and_its_gradients_equal_tanh_normals(low: float, high: float) -> None:
+    """What PPO's lean loss scores its minibatch with: the actions are data, the gradient reaches loc and scale."""
+    generator = torch.Generator().manual_seed(3)
+    loc = (torch.randn(64, 2, generator=generator) * 3).requires_grad_(True)
+    scale = (torch.rand(64, 2, generator=generator) + 0.05).requires_grad_(True)
+    kwargs = {"low": torch.full((2,), low), "high": torch.full((2,), high)}
+    with torch.no_grad():  # actions from the distribution, a few at the bounds (the safe clamp decides there)
+        action = TanhNormal(loc, scale, **kwargs).sample()
+        action[:4] = torch.tensor([low, high])
+    expected = TanhNormal(loc, scale, **kwargs).log_prob(action)
+    fast = log_prob(loc, scale, action, squashing_bounds(kwargs))
+    assert torch.equal(fast, expected)
+    fast_gradients = torch.autograd.grad(fast.sum(), (loc, scale))
+    expected_gradients = torch.autograd.grad(expected.sum(), (loc, scale))
+    assert all(torch.equal(a, b) for a, b in zip(fast_gradients, expected_gradients, strict=True))
