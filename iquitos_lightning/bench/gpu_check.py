@@ -65,6 +65,7 @@ VERSIONED = ("torch", "lightning", "torchrl", "tensordict", "citylearn", "gymnas
 # sums (tiny differences); half precisions round activations, so their tolerance is wider.
 MATCH_TOLERANCE = {"32-true": 1e-3, "16-mixed": 2e-2, "bf16-mixed": 5e-2}
 ROLLOUTS_PER_PROFILE_FIT = 2  # the first starts workers (and compiles); the second is timed
+CHECKS = ("profiles", "oom", "buffer", "update")  # what --only chooses from
 LEAST_SECONDS_TO_START = 30  # with --deadline-s, a check is not started with less time left than this
 
 
@@ -78,7 +79,8 @@ class CheckRun:
     quick: bool
     cuda: bool
     deadline_s: float | None = None
-    sections: dict[str, Any] = field(default_factory=dict)
+    only: frozenset[str] = frozenset(CHECKS)  # --only: the checks to run (device detection always runs)
+    precisions: tuple[str, ...] = PRECISIONS  # --precisions: the update step's precisions to time
     started: float = field(default_factory=time.perf_counter)
 
     def seconds_left(self) -> float:
@@ -226,7 +228,7 @@ def update_grid(run: CheckRun) -> list[tuple[str, str, list[str]]]:
         switch_sets = ["eager"] if run.quick else ["eager", "compile"]
         return [(algorithm, "32-true", switch_sets) for algorithm in ALGORITHMS]
     groups = []
-    for precision in PRECISIONS:
+    for precision in run.precisions:
         for algorithm in ALGORITHMS:
             # 16-mixed's GradScaler reads the host every step: CUDA graphs cannot capture it (agents/speed.py)
             sets = [s for s in SWITCH_SETS if not (precision == "16-mixed" and "cuda_graphs" in s)]
@@ -386,10 +388,13 @@ def run_checks(run: CheckRun) -> dict[str, Any]:
     report["device"] = check_device(run)
 
     no_cuda = "needs a CUDA device (this machine has none)"
+    left_out = "left out by --only"
     if run.cuda:
-        parallel = [*profile_fit_jobs(run), *oom_jobs(run), *buffer_jobs(run), *update_jobs(run, True, "warm")]
+        chosen = {"profiles": profile_fit_jobs(run), "oom": oom_jobs(run), "buffer": buffer_jobs(run),
+                  "update": update_jobs(run, True, "warm")}  # fmt: skip
         if run.quick:
-            parallel = [*profile_fit_jobs(run)[:1], *oom_jobs(run)]
+            chosen = {"profiles": chosen["profiles"][:1], "oom": chosen["oom"]}
+        parallel = [job for check, jobs in chosen.items() if check in run.only for job in jobs]
         results = run_parallel(parallel, run.jobs, run)
         report["profiles"] = [
             judge_profile({"name": name, **row}, run.cap_gib)
@@ -401,17 +406,23 @@ def run_checks(run: CheckRun) -> dict[str, Any]:
         report["buffer"] = (
             {"rows": buffer_rows, "vram_flat": _vram_flat(buffer_rows)}
             if buffer_rows
-            else skipped("left out by --quick")
+            else skipped("left out by --quick" if run.quick else left_out)
         )
+        if "profiles" not in run.only:
+            report["profiles"] = skipped(left_out)
+        if "oom" not in run.only:
+            report["oom_drill"] = skipped(left_out)
         warmups = {name: row for name, row in results.items() if name.startswith("warm-")}
         report["compile_warmup"] = {name: row.get("error", "ok") for name, row in warmups.items()}
     else:
         report["profiles"] = skipped(f"the profiles' fits measure VRAM under the {run.cap_gib:g} GiB cap: {no_cuda}")
         report["oom_drill"] = skipped(f"a CUDA out-of-memory drill {no_cuda}")
         report["buffer"] = skipped(f"VRAM against replay capacity {no_cuda}")
-    groups = run_sequential(update_jobs(run, False, "timed"), run)
+    groups = run_sequential(update_jobs(run, False, "timed") if "update" in run.only else [], run)
     rows = judge_update_rows(list(groups.values()))
     not_run = [] if run.cuda else ["16-mixed, bf16-mixed, cuda_graphs: " + no_cuda]
+    if "update" not in run.only:
+        not_run.append(f"the update step: {left_out}")
     not_run += [f"{name.removeprefix('timed-')}: {group['error']}" for name, group in groups.items()
                 if "rows" not in group]  # fmt: skip
     report["update_step"] = {
@@ -437,6 +448,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cap-gib", type=float, default=8.0, help="GPU memory cap standing in for the RTX 4060")
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="checks run at once")
     parser.add_argument("--quick", action="store_true", help="tiny sizes and one profile: a smoke run of the command")
+    parser.add_argument("--only", nargs="+", choices=CHECKS, default=list(CHECKS),
+                        help="the checks to run (device detection always runs), e.g. --only update")  # fmt: skip
+    parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS),
+                        help="the update step's precisions to time")  # fmt: skip
     parser.add_argument("--deadline-s", type=float, default=None,
                         help="start no check after this many seconds and cut running ones there; the report says "
                         "what was not run (for a GPU lent by the minute)")  # fmt: skip
@@ -445,7 +460,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--deadline-s must be positive, got {args.deadline_s:g}")
     args.out.mkdir(parents=True, exist_ok=True)
     run = CheckRun(out=args.out, cap_gib=args.cap_gib, jobs=args.jobs, quick=args.quick, cuda=torch.cuda.is_available(),
-                   deadline_s=args.deadline_s)  # fmt: skip
+                   deadline_s=args.deadline_s, only=frozenset(args.only),
+                   precisions=tuple(args.precisions))  # fmt: skip
     report = run_checks(run)
     (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     table = markdown_report(report)

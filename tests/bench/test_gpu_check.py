@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from iquitos_lightning.bench.gpu_check import CheckRun, fastest_matching, judge_profile, judge_update_rows, run_parallel
+from iquitos_lightning.bench.gpu_check import (
+    CheckRun,
+    fastest_matching,
+    judge_profile,
+    judge_update_rows,
+    run_parallel,
+    update_grid,
+)
 from iquitos_lightning.bench.gpu_check_report import markdown_report, profiles_section
 from iquitos_lightning.profile.hardware import GIB, MEMORY_CAP_ENV, memory_cap_bytes
 
@@ -168,3 +175,14 @@ def test_past_the_deadline_a_check_is_reported_not_started_and_a_child_timeout_i
     results = run_parallel([("first", lambda: {"rows": []}), ("second", lambda: {"rows": []})], 2, run)
     assert all(result.get("skipped") and "deadline" in result["error"] for result in results.values())
     assert CheckRun(out=tmp_path, cap_gib=8.0, jobs=1, quick=True, cuda=False).timeout(420) == 420
+
+
+def test_precisions_choose_the_update_cells_a_cuda_run_times(tmp_path: Path) -> None:
+    run = CheckRun(out=tmp_path, cap_gib=8.0, jobs=1, quick=False, cuda=True, precisions=("16-mixed", "bf16-mixed"))
+    groups = update_grid(run)
+    assert [(algorithm, precision) for algorithm, precision, _ in groups][:3] == [
+        ("sac", "16-mixed"), ("ppo", "16-mixed"), ("a2c", "16-mixed"),  # the card's precision first
+    ]  # fmt: skip
+    assert {precision for _, precision, _ in groups} == {"16-mixed", "bf16-mixed"}
+    assert all("cuda_graphs" not in "".join(sets) for _, precision, sets in groups if precision == "16-mixed")
+    assert any("cuda_graphs" in sets for _, precision, sets in groups if precision == "bf16-mixed")
