@@ -7,9 +7,11 @@ and copies the batch, swaps the actor's parameters in and out of its module (``t
 Q networks through TensorDict's ``vmap`` three times, and builds its output tensordict. Measured on the tariff
 profile's shapes (70 inputs, 2 actions, batch 256, one CPU thread): the library's forward 5.6 ms.
 
-The loss terms are the library's computation in the library's order: the same distribution built from the same
-network outputs, the same draws (the target's next action first, then the actor's), the twin Q values by
-``torch.vmap`` over the same stacked parameters, the library's value estimator, distance and reduction helpers.
+The loss terms are the library's computation in the library's order: the same network outputs, the same draws
+(the target's next action first, then the actor's) through TanhNormal's own operations without building it
+(:func:`~iquitos_lightning.fastpath.tanh_normal.rsample_and_log_prob`), the twin Q values as the broadcast matmuls
+``torch.vmap`` computes over the same stacked parameters, the library's value estimator, distance and reduction
+helpers.
 So they are equal bit for bit and so are their gradients (tests/agents/test_lean_sac_loss.py). Every configuration
 this forward does not cover (SAC v1 with a value network, prioritized-replay weights, skipping done states, a
 reduction other than the mean, an actor whose parameters are copies) goes to the library's forward unchanged,
@@ -106,15 +108,13 @@ class LeanSACLoss(SACLoss):
 
     def _draw(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparameterised action at ``observation`` and its log-probability: the actor's network on the tensor,
-        then, without gradients (the target's draw), TanhNormal's own operations without building the distribution
-        (:func:`~iquitos_lightning.fastpath.tanh_normal.rsample_and_log_prob`, equal bit for bit); with gradients
-        the distribution as ``ProbabilisticTensorDictModule.get_dist`` builds it (the same operations, but autograd
-        sums the gradient's paths through them in another order: the last bit of the actor's gradient moved)."""
+        then TanhNormal's own operations without building the distribution (half of the draw's cost; equal values
+        and gradients), or, for another distribution, the distribution as ``get_dist`` builds it."""
         network, distribution = self.actor_network.module[0], self.actor_network.module[-1]
         outputs = dict(zip(network.out_keys, network.module(observation), strict=True))
         names = zip(distribution.dist_keys, distribution.in_keys, strict=True)
         parameters = {name: outputs[key] for name, key in names}
-        if not torch.is_grad_enabled() and samples_like_tanh_normal(self.actor_network):
+        if samples_like_tanh_normal(self.actor_network):
             return rsample_and_log_prob(
                 parameters["loc"], parameters["scale"], self._bounds(distribution.distribution_kwargs)
             )

@@ -30,6 +30,7 @@ from tensordict.nn import TensorDictModule, TensorDictModuleBase
 from torch.nn.functional import softplus
 from torchrl.envs.utils import ExplorationType, exploration_type
 from torchrl.modules import ProbabilisticActor, TanhNormal
+from torchrl.modules.distributions.utils import safetanh_noeps
 
 from iquitos_lightning.fastpath.pins import require
 
@@ -129,21 +130,26 @@ def rsample_and_log_prob(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``TanhNormal(loc, scale, low, high).rsample_and_log_prob()``'s tensor operations, in its order: one
     standard-normal draw, the safe tanh, the affine map of :func:`squashing_bounds`, the Normal log-density
-    summed over the action minus the summed log-Jacobian. For draws without gradients (collection, SAC's target):
-    the values are TanhNormal's bit for bit, the gradients through them are not (autograd orders their sums
-    differently from TorchRL's safe-tanh function)."""
+    summed over the action minus the summed log-Jacobian. Values and gradients equal TanhNormal's bit for bit
+    (tests/fastpath/test_tanh_normal.py): with gradients it uses TorchRL's safe-tanh function (its backward) and
+    builds the log-density before the log-Jacobian, as TorchRL does, since autograd sums the paths into the
+    pre-image in the order they were built (the other order moved the gradient's last bit)."""
     noise = torch.empty_like(loc).normal_()  # torch's Normal.rsample draws exactly this
     preimage = loc + noise * scale
-    limit = 1.0 - torch.finfo(preimage.dtype).resolution  # TorchRL's SafeTanhTransform clamp
-    squashed = preimage.tanh().clamp(-limit, limit)
-    log_jacobian = 2.0 * (_LOG_2 - preimage - softplus(-2.0 * preimage))  # torch's TanhTransform
+    if preimage.requires_grad:
+        squashed = safetanh_noeps(preimage)
+    else:
+        limit = 1.0 - torch.finfo(preimage.dtype).resolution  # TorchRL's SafeTanhTransform clamp
+        squashed = preimage.tanh().clamp(-limit, limit)
     if bounds is not None:
         center, half_range = bounds[0].to(loc.device), bounds[1].to(loc.device)
         action = center + half_range * squashed
-        log_jacobian = log_jacobian + half_range.abs().log().expand(preimage.shape)
     else:
         action = squashed
     normal = -((preimage - loc) ** 2) / (2 * scale**2) - scale.log() - _LOG_SQRT_2PI
+    log_jacobian = 2.0 * (_LOG_2 - preimage - softplus(-2.0 * preimage))  # torch's TanhTransform
+    if bounds is not None:
+        log_jacobian = log_jacobian + half_range.abs().log().expand(preimage.shape)
     return action, normal.sum(-1) - log_jacobian.sum(-1)
 
 

@@ -11,7 +11,13 @@ from torchrl.modules import TanhNormal
 from iquitos_lightning.agents import EnvConfig
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor
 from iquitos_lightning.envs.factory import make_env
-from iquitos_lightning.fastpath.tanh_normal import TanhNormalSampler, collection_policy, log_prob, squashing_bounds
+from iquitos_lightning.fastpath.tanh_normal import (
+    TanhNormalSampler,
+    collection_policy,
+    log_prob,
+    rsample_and_log_prob,
+    squashing_bounds,
+)
 
 
 def _actor(env_name: str, *, return_log_prob: bool = True, policy_scale: str = "state"):
@@ -100,3 +106,22 @@ def test_the_log_prob_of_given_actions_and_its_gradients_equal_tanh_normals(low:
     fast_gradients = torch.autograd.grad(fast.sum(), (loc, scale))
     expected_gradients = torch.autograd.grad(expected.sum(), (loc, scale))
     assert all(torch.equal(a, b) for a, b in zip(fast_gradients, expected_gradients, strict=True))
+
+
+@pytest.mark.parametrize("low, high", [(-1.0, 1.0), (-0.5, 3.0)], ids=["unit_bounds", "asymmetric_bounds"])
+def test_a_reparameterised_draw_and_its_gradients_equal_tanh_normals(low: float, high: float) -> None:
+    """What SAC's lean loss draws the actor's action with: the same values and, through autograd, the same
+    gradients for loc and scale (the order of the operations decides the order autograd sums the paths in)."""
+    generator = torch.Generator().manual_seed(4)
+    loc = (torch.randn(64, 2, generator=generator) * 3).requires_grad_(True)
+    scale = (torch.rand(64, 2, generator=generator) + 0.05).requires_grad_(True)
+    kwargs = {"low": torch.full((2,), low), "high": torch.full((2,), high)}
+    torch.manual_seed(5)
+    expected = TanhNormal(loc, scale, **kwargs).rsample_and_log_prob()
+    torch.manual_seed(5)
+    fast = rsample_and_log_prob(loc, scale, squashing_bounds(kwargs))
+    assert all(torch.equal(a, b) for a, b in zip(fast, expected, strict=True))
+    weights = torch.randn(64, 2, generator=generator)  # a loss that reads the action and its log-probability
+    gradients = [torch.autograd.grad((w * a).sum() + lp.sum(), (loc, scale)) for a, lp, w in
+                 [(*fast, weights), (*expected, weights)]]  # fmt: skip
+    assert all(torch.equal(a, b) for a, b in zip(*gradients, strict=True))
