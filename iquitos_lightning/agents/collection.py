@@ -45,6 +45,7 @@ from tensordict.nn import TensorDictModule
 from torchrl.collectors import BaseCollector, Collector
 from torchrl.envs import EnvBase
 
+from iquitos_lightning.agents.networks import apply_to_distribution_bounds
 from iquitos_lightning.envs.factory import WORKER_IGNORED_SIGNALS, EnvConfig, worker_env_makers
 from iquitos_lightning.fastpath.collector_weights import WorkerAsyncCollector, WorkerSyncCollector, close_weight_sync
 
@@ -82,6 +83,8 @@ def make_collector(
         return Collector(train_env, policy, auto_register_policy_transforms=False, **common)
     makers = worker_env_makers(env_config)
     worker_policy = None if policy is None else copy.deepcopy(policy).to("cpu")
+    if worker_policy is not None:  # the actor's bounds follow the agent's device, and .to does not reach them
+        apply_to_distribution_bounds(worker_policy, lambda tensor: tensor.to("cpu"))
     common["policy_device"] = "cpu"
     # With overlap each worker yields whole rollouts of its own: with several workers, a rollout is one worker's.
     collector_class = WorkerAsyncCollector if overlap else WorkerSyncCollector

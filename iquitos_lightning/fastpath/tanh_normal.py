@@ -84,14 +84,15 @@ class TanhNormalSampler(TensorDictModuleBase):
         self._loc_key, self._scale_key = parameters.out_keys
         self._action_key = sampling.out_keys[0]
         self._log_prob_key = sampling.log_prob_key if sampling.return_log_prob else None
-        self._bounds = squashing_bounds(sampling.distribution_kwargs)
+        self._bounds = CachedSquashingBounds()  # read at each call: the actor's bounds move with the agent
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         if exploration_type() is not ExplorationType.RANDOM:
             return self.actor(tensordict)
         network = self.actor.module[0].module  # looked up, not stored: a second name would register it twice
         loc, scale = network(tensordict.get(self._observation_key))
-        action, log_prob = rsample_and_log_prob(loc, scale, self._bounds)
+        bounds = self._bounds(self.actor.module[1].distribution_kwargs)
+        action, log_prob = rsample_and_log_prob(loc, scale, bounds)
         tensordict.set(self._loc_key, loc)
         tensordict.set(self._scale_key, scale)
         tensordict.set(self._action_key, action)
