@@ -24,7 +24,11 @@ from torchrl.modules import ProbabilisticActor
 from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.utils import distance_loss
 
-from iquitos_lightning.fastpath.tanh_normal import CachedSquashingBounds, samples_like_tanh_normal
+from iquitos_lightning.fastpath.tanh_normal import (
+    CachedSquashingBounds,
+    distribution_parameters,
+    samples_like_tanh_normal,
+)
 from iquitos_lightning.fastpath.tanh_normal import log_prob as tanh_normal_log_prob
 
 # The keys the agent reads (agents/on_policy.py ``loss_terms``); the library's forward returns these and more.
@@ -35,6 +39,10 @@ class LeanClipPPOLoss(ClipPPOLoss):
     """``ClipPPOLoss`` whose forward returns ``loss_objective``, ``loss_critic`` and ``clip_fraction`` only."""
 
     _direct: bool | None = None  # _modules_run_directly's answer, once known
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._bounds = CachedSquashingBounds()
 
     def _lean_applies(self, tensordict: TensorDictBase) -> bool:
         """Whether this forward equals the library's on ``tensordict`` (else the library's forward runs)."""
@@ -95,25 +103,20 @@ class LeanClipPPOLoss(ClipPPOLoss):
         action = tensordict.get(self.tensor_keys.action)
         if torch.compiler.is_compiling() or not samples_like_tanh_normal(self.actor_network):
             return self._direct_policy(tensordict).log_prob(action)  # (compiled: the graph it compiled to before)
-        network, distribution = self.actor_network.module[0], self.actor_network.module[-1]
-        outputs = dict(zip(network.out_keys, network.module(tensordict.get(network.in_keys[0])), strict=True))
-        parameters = {
-            name: outputs[key] for name, key in zip(distribution.dist_keys, distribution.in_keys, strict=True)
-        }
-        if getattr(self, "_bounds", None) is None:
-            self._bounds = CachedSquashingBounds()
-        return tanh_normal_log_prob(
-            parameters["loc"], parameters["scale"], action, self._bounds(distribution.distribution_kwargs)
-        )
+        parameters = self._actor_parameters(tensordict)
+        bounds = self._bounds(self.actor_network.module[-1].distribution_kwargs)
+        return tanh_normal_log_prob(parameters["loc"], parameters["scale"], action, bounds)
+
+    def _actor_parameters(self, tensordict: TensorDictBase) -> dict[str, torch.Tensor]:
+        """The actor's distribution parameters at the minibatch's inputs (its network called on the tensors)."""
+        network = self.actor_network.module[0]
+        return distribution_parameters(self.actor_network, *(tensordict.get(key) for key in network.in_keys))
 
     def _direct_policy(self, tensordict: TensorDictBase) -> Distribution:
         """The actor's distribution on ``tensordict``: its network's module on the input tensors, then the
         distribution class on the outputs, as ``ProbabilisticTensorDictModule.get_dist`` builds it."""
-        network, distribution = self.actor_network.module[0], self.actor_network.module[-1]
-        values = network.module(*(tensordict.get(key) for key in network.in_keys))
-        outputs = dict(zip(network.out_keys, values, strict=True))
-        names = zip(distribution.dist_keys, distribution.in_keys, strict=True)
-        parameters = {name: outputs[key] for name, key in names}
+        distribution = self.actor_network.module[-1]
+        parameters = self._actor_parameters(tensordict)
         return distribution.distribution_class(**parameters, **distribution.distribution_kwargs)
 
     def _apply(self, *args, **kwargs):

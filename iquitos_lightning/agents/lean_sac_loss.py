@@ -31,6 +31,7 @@ from torchrl.objectives.utils import distance_loss
 
 from iquitos_lightning.fastpath.tanh_normal import (
     CachedSquashingBounds,
+    distribution_parameters,
     rsample_and_log_prob,
     samples_like_tanh_normal,
 )
@@ -110,10 +111,8 @@ class LeanSACLoss(SACLoss):
         """A reparameterised action at ``observation`` and its log-probability: the actor's network on the tensor,
         then TanhNormal's own operations without building the distribution (half of the draw's cost; equal values
         and gradients), or, for another distribution, the distribution as ``get_dist`` builds it."""
-        network, distribution = self.actor_network.module[0], self.actor_network.module[-1]
-        outputs = dict(zip(network.out_keys, network.module(observation), strict=True))
-        names = zip(distribution.dist_keys, distribution.in_keys, strict=True)
-        parameters = {name: outputs[key] for name, key in names}
+        distribution = self.actor_network.module[-1]
+        parameters = distribution_parameters(self.actor_network, observation)
         if samples_like_tanh_normal(self.actor_network):
             return rsample_and_log_prob(
                 parameters["loc"], parameters["scale"], self._bounds(distribution.distribution_kwargs)

@@ -106,6 +106,14 @@ class TanhNormalSampler(TensorDictModuleBase):
         return tensordict
 
 
+def distribution_parameters(actor: ProbabilisticActor, *inputs: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The keyword arguments ``actor``'s distribution is built from, by its network called on ``inputs`` (the
+    tensors of its ``in_keys``): what ``ProbabilisticTensorDictModule.get_dist`` reads, without the tensordicts."""
+    network, sampling = actor.module[0], actor.module[-1]
+    outputs = dict(zip(network.out_keys, network.module(*inputs), strict=True))
+    return {name: outputs[key] for name, key in zip(sampling.dist_keys, sampling.in_keys, strict=True)}
+
+
 def squashing_bounds(distribution_kwargs: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
     """The affine map TanhNormal adds after the tanh, as (center, half range) of ``[low, high]``; None when both
     bounds are the unit ones (TanhNormal then adds none)."""
