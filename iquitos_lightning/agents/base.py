@@ -396,6 +396,12 @@ class RLAgent(pl.LightningModule):
         self.updates_done += int(self._runtime.last_update_applied)
         return metrics
 
+    @property
+    def planned_speed(self) -> SpeedConfig | None:
+        """The speed switches this fit's updates really run with (after :func:`plan_speed` refused what the device
+        or precision cannot do); None before the first update."""
+        return None if self._runtime.update is None else self._runtime.update.speed
+
     def _planned_update(self) -> PlannedUpdate:
         if self._runtime.update is None:
             precision = str(self.trainer.precision) if self._trainer is not None else "32-true"

@@ -123,6 +123,7 @@ class PlannedUpdate:
     loss_fn: Callable[..., Any]
     update_fn: Callable[..., Any]
     checked: bool  # False inside a CUDA graph (the check is a host sync the capture cannot hold)
+    speed: SpeedConfig  # the switches that really run here (read by benchmarks: after a fit the module is on the CPU)
 
 
 def planned_update(
@@ -144,4 +145,5 @@ def planned_update(
         compiled(loss_terms, plan.speed.compile),
         graphed(update, plan.speed.cuda_graphs, device),
         checked=not plan.speed.cuda_graphs,
+        speed=plan.speed,
     )

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from iquitos_lightning.agents import A2C, PPO, SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
-from iquitos_lightning.agents.speed import SpeedConfig, plan_speed
+from iquitos_lightning.agents.speed import SpeedConfig
 from iquitos_lightning.bench.trainer import bare_trainer
 
 STAND_IN_ID = "IquitosShaped-v0"
@@ -174,7 +174,8 @@ def measure_update_step(
     trainer = bare_trainer(accelerator=accelerator, precision=precision, callbacks=[timer])
     started = time.perf_counter()
     trainer.fit(agent)
-    ran = _switches_of(plan_speed(agent.speed_config, agent.device, precision, agent.fixed_update_shapes()).speed)
+    # The plan the fit ran, not a new one: Lightning's teardown has moved the agent back to the CPU by now.
+    ran = _switches_of(agent.planned_speed or agent.speed_config)
     return UpdateStepResult(
         algorithm=algorithm,
         switches=switches,

@@ -44,6 +44,7 @@ def test_cuda_graphs_on_the_cpu_train_without_them_and_say_so_once():
         cpu_trainer().fit(agent)
     messages = [str(w.message) for w in caught if "cuda_graphs" in str(w.message)]
     assert len(messages) == 1 and "needs a CUDA device" in messages[0]
+    assert agent.planned_speed == SpeedConfig(cuda_graphs=False)  # what ran, readable after fit (benchmarks' label)
     assert agent.updates_done == 150  # one update per frame once the first 50 random frames are stored
     capturable = [group["capturable"] for optimizer in agent.trainer.optimizers for group in optimizer.param_groups]
     assert not any(capturable)  # capturable Adam only where a graph will be captured

@@ -186,3 +186,18 @@ def test_precisions_choose_the_update_cells_a_cuda_run_times(tmp_path: Path) -> 
     assert {precision for _, precision, _ in groups} == {"16-mixed", "bf16-mixed"}
     assert all("cuda_graphs" not in "".join(sets) for _, precision, sets in groups if precision == "16-mixed")
     assert any("cuda_graphs" in sets for _, precision, sets in groups if precision == "bf16-mixed")
+
+
+def test_the_fit_probe_reads_torchs_counters_right_after_the_vram_monitor_wherever_it_was_added() -> None:
+    import lightning.pytorch as pl
+
+    from iquitos_lightning.bench.gpu_check_tasks import CountersBesideMonitor, FitProbe
+    from iquitos_lightning.training.callbacks import LearningHealth, VRAMMonitor
+
+    probe, monitor, health = FitProbe(report_path="unused.json"), VRAMMonitor(), LearningHealth()
+    trainer = pl.Trainer(callbacks=[probe, monitor, health], logger=False, enable_checkpointing=False)
+    probe.setup(trainer, None, "fit")
+    probe.setup(trainer, None, "fit")  # a second fit of the same trainer adds nothing
+    order = [type(callback) for callback in trainer.callbacks]
+    assert order.index(CountersBesideMonitor) == order.index(VRAMMonitor) + 1
+    assert order.count(CountersBesideMonitor) == 1 and probe.beside_monitor.monitor is monitor
