@@ -158,12 +158,16 @@ class Ballast(pl.Callback):
                     break
 
 
-def profile_fit_command(config: str, rollouts: int, workdir: str, report_path: str) -> list[str]:
-    """``python -m iquitos_lightning fit`` of ``config`` for ``rollouts`` rollouts, no evaluation, FitProbe added."""
+def profile_fit_command(
+    config: str, rollouts: int, workdir: str, report_path: str, overrides: tuple[str, ...] = ()
+) -> list[str]:
+    """``python -m iquitos_lightning fit`` of ``config`` for ``rollouts`` rollouts, no evaluation, FitProbe added;
+    ``overrides`` (command-line options) last, and named beside the config in the probe's report."""
     model_args = (yaml.safe_load(Path(config).read_text()) or {})["model"]["init_args"]
     frames_per_batch = int(model_args["rollout"]["frames_per_batch"])
     budget = frames_per_batch * rollouts
-    probe = {"class_path": f"{__name__}.FitProbe", "init_args": {"report_path": report_path, "config": config}}
+    label = " ".join((config, *overrides))
+    probe = {"class_path": f"{__name__}.FitProbe", "init_args": {"report_path": report_path, "config": label}}
     command = [
         sys.executable, "-m", "iquitos_lightning", "fit", "--config", config,
         f"--model.init_args.rollout.frame_budget={budget}",
@@ -180,7 +184,7 @@ def profile_fit_command(config: str, rollouts: int, workdir: str, report_path: s
     ]  # fmt: skip
     if "init_random_frames" in model_args:  # one random rollout, then learning (the profile's 8,760 would be all)
         command.append(f"--model.init_args.init_random_frames={frames_per_batch}")
-    return command
+    return [*command, *overrides]
 
 
 def update_cells(

@@ -201,3 +201,17 @@ def test_the_fit_probe_reads_torchs_counters_right_after_the_vram_monitor_wherev
     order = [type(callback) for callback in trainer.callbacks]
     assert order.index(CountersBesideMonitor) == order.index(VRAMMonitor) + 1
     assert order.count(CountersBesideMonitor) == 1 and probe.beside_monitor.monitor is monitor
+
+
+def test_the_sac_rtx4060_profile_is_fitted_again_with_bf16_and_cuda_graphs_beside_it(tmp_path: Path) -> None:
+    from iquitos_lightning.bench.gpu_check import PROFILE_VARIANTS, profile_fit_jobs
+    from iquitos_lightning.bench.gpu_check_tasks import profile_fit_command
+
+    run = CheckRun(out=tmp_path, cap_gib=8.0, jobs=1, quick=False, cuda=False)
+    names = [name for name, _ in profile_fit_jobs(run)]
+    assert {"profile-sac_rtx4060", "profile-sac_rtx4060-variant"} <= set(names)
+    overrides = PROFILE_VARIANTS["sac_rtx4060"]
+    command = profile_fit_command("configs/sac_rtx4060.yaml", 2, str(tmp_path), "probe.json", overrides)
+    assert tuple(command[-len(overrides) :]) == overrides  # last: they win over the profile and the probe's budget
+    probe = json.loads(next(arg.split("=", 1)[1] for arg in command if arg.startswith("--trainer.callbacks+=")))
+    assert probe["init_args"]["config"].endswith("--model.init_args.speed.cuda_graphs=true")  # the report names it
