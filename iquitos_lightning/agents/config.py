@@ -23,6 +23,9 @@ class RolloutConfig:
     max_eval_steps: int = 100_000  # safety cap on the length of one evaluation episode
     max_nonfinite_in_a_row: int = 10  # updates with a non-finite loss/gradient skipped in a row before the run stops
     overlap: bool = False  # collect the next rollout in a worker process while learning from this one (SAC only)
+    # Exploration noise held for this many collected steps (per env) before a fresh draw: 1 draws every step. Held
+    # noise explores a consistent deviation for hours (fastpath/tanh_normal.py, as SB3's gSDE resamples every n steps).
+    noise_hold_steps: int = 1
 
 
 def as_config(config_class: type[ConfigT], value: ConfigT | dict[str, Any] | None) -> ConfigT:

@@ -37,6 +37,7 @@ from torchrl.envs.utils import ExplorationType, exploration_type
 from torchrl.modules import ProbabilisticActor, TanhNormal
 from torchrl.modules.distributions.utils import safetanh_noeps
 
+from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.fastpath.pins import require
 
 
@@ -75,13 +76,28 @@ def samples_like_tanh_normal(actor: object) -> bool:
 
 
 class TanhNormalSampler(TensorDictModuleBase):
-    """Samples ``actor``'s action (and log-probability) in random exploration; anything else goes to ``actor``."""
+    """Samples ``actor``'s action (and log-probability) in random exploration; anything else goes to ``actor``.
 
-    def __init__(self, actor: ProbabilisticActor) -> None:
+    ``noise_hold_steps`` > 1 keeps each env's standard-normal draw for that many calls (steps of a batched env)
+    before drawing again: the action is still ``tanh(loc + scale x noise)`` with the state's own loc and scale and its
+    log-probability the same density, but the deviation from the policy's mean persists for hours. Why: on the site,
+    what pays (keeping the battery for the evening peak) is a deviation held over many hours; noise drawn afresh
+    every hour averages out before its effect shows, and A2C's one gradient step per rollout did not move the policy
+    from where it started in eighteen pilots (docs/experiments.md). SB3's gSDE samples its exploration matrix every
+    n steps for the same reason. The held draw is this process's sampler state: not in checkpoints (a resumed run
+    draws afresh) and not shared between workers.
+    """
+
+    def __init__(self, actor: ProbabilisticActor, noise_hold_steps: int = 1) -> None:
         if not samples_like_tanh_normal(actor):
             raise TypeError("TanhNormalSampler takes a ProbabilisticActor over TanhNormal(loc, scale[, low, high])")
+        if noise_hold_steps < 1:
+            raise ValueError(f"noise_hold_steps must be at least 1, got {noise_hold_steps}")
         super().__init__()
         self.actor = actor
+        self.noise_hold_steps = noise_hold_steps
+        self._held_noise: torch.Tensor | None = None
+        self._calls_since_draw = 0
         parameters, sampling = actor.module[0], actor.module[1]
         self.in_keys = list(parameters.in_keys)
         self.out_keys = list(actor.out_keys)
@@ -97,13 +113,25 @@ class TanhNormalSampler(TensorDictModuleBase):
         network = self.actor.module[0].module  # looked up, not stored: a second name would register it twice
         loc, scale = network(tensordict.get(self._observation_key))
         bounds = self._bounds(self.actor.module[1].distribution_kwargs)
-        action, log_prob = rsample_and_log_prob(loc, scale, bounds)
+        action, log_prob = rsample_and_log_prob(loc, scale, bounds, self._noise_like(loc))
         tensordict.set(self._loc_key, loc)
         tensordict.set(self._scale_key, scale)
         tensordict.set(self._action_key, action)
         if self._log_prob_key is not None:
             tensordict.set(self._log_prob_key, log_prob)
         return tensordict
+
+    def _noise_like(self, loc: torch.Tensor) -> torch.Tensor | None:
+        """The held standard-normal draw, drawn again every ``noise_hold_steps`` calls (or when the batch changes);
+        None when every call draws its own (what TanhNormal does)."""
+        if self.noise_hold_steps == 1:
+            return None
+        held = self._held_noise
+        if held is None or held.shape != loc.shape or self._calls_since_draw >= self.noise_hold_steps:
+            held = self._held_noise = torch.empty_like(loc).normal_()
+            self._calls_since_draw = 0
+        self._calls_since_draw += 1
+        return held
 
 
 def distribution_parameters(actor: ProbabilisticActor, *inputs: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -140,15 +168,20 @@ class CachedSquashingBounds:
 
 
 def rsample_and_log_prob(
-    loc: torch.Tensor, scale: torch.Tensor, bounds: tuple[torch.Tensor, torch.Tensor] | None
+    loc: torch.Tensor,
+    scale: torch.Tensor,
+    bounds: tuple[torch.Tensor, torch.Tensor] | None,
+    noise: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``TanhNormal(loc, scale, low, high).rsample_and_log_prob()``'s tensor operations, in its order: one
     standard-normal draw, the safe tanh, the affine map of :func:`squashing_bounds`, the Normal log-density
     summed over the action minus the summed log-Jacobian. Values and gradients equal TanhNormal's bit for bit
     (tests/fastpath/test_tanh_normal.py): with gradients it uses TorchRL's safe-tanh function (its backward) and
     builds the log-density before the log-Jacobian, as TorchRL does, since autograd sums the paths into the
-    pre-image in the order they were built (the other order moved the gradient's last bit)."""
-    noise = torch.empty_like(loc).normal_()  # torch's Normal.rsample draws exactly this
+    pre-image in the order they were built (the other order moved the gradient's last bit). ``noise``: a given
+    standard-normal draw instead of a fresh one (:class:`TanhNormalSampler`'s held noise)."""
+    if noise is None:
+        noise = torch.empty_like(loc).normal_()  # torch's Normal.rsample draws exactly this
     preimage = loc + noise * scale
     if preimage.requires_grad:
         squashed = safetanh_noeps(preimage)
@@ -167,10 +200,17 @@ def rsample_and_log_prob(
     return action, normal.sum(-1) - log_jacobian.sum(-1)
 
 
-def collection_policy(actor: TensorDictModuleBase) -> TensorDictModuleBase:
+def collection_policy(actor: TensorDictModuleBase, noise_hold_steps: int = 1) -> TensorDictModuleBase:
     """What collectors run for ``actor``: a :class:`TanhNormalSampler` over it when it is a TanhNormal actor,
-    else ``actor`` itself."""
-    return TanhNormalSampler(actor) if samples_like_tanh_normal(actor) else actor
+    else ``actor`` itself (which cannot hold its noise: refused for ``noise_hold_steps`` > 1)."""
+    if samples_like_tanh_normal(actor):
+        return TanhNormalSampler(actor, noise_hold_steps)
+    if noise_hold_steps > 1:
+        raise ConfigError(
+            f"model.rollout.noise_hold_steps ({noise_hold_steps}) needs a TanhNormal policy (model.distribution: "
+            "tanh_normal); this policy draws its own noise every step: set it to 1"
+        )
+    return actor
 
 
 def log_prob(

@@ -125,3 +125,36 @@ def test_a_reparameterised_draw_and_its_gradients_equal_tanh_normals(low: float,
     gradients = [torch.autograd.grad((w * a).sum() + lp.sum(), (loc, scale)) for a, lp, w in
                  [(*fast, weights), (*expected, weights)]]  # fmt: skip
     assert all(torch.equal(a, b) for a, b in zip(*gradients, strict=True))
+
+
+def test_held_noise_keeps_each_envs_draw_for_its_steps_and_scores_it_with_the_actors_density() -> None:
+    env, actor = _actor("Pendulum-v1")
+    sampler = TanhNormalSampler(actor, noise_hold_steps=3)
+    observations = _observations(env, 4)
+    torch.manual_seed(7)
+    draws, outputs = [], []
+    with torch.no_grad(), set_exploration_type(ExplorationType.RANDOM):
+        for _ in range(4):
+            out = sampler(observations.clone())
+            pre_image = (out["action"] / 2).clamp(-1 + 1e-6, 1 - 1e-6).atanh()  # Pendulum's bounds are [-2, 2]
+            draws.append((pre_image - out["loc"]) / out["scale"])
+            outputs.append(out)
+    unsaturated = outputs[0]["action"].abs() < 1.9  # where the tanh can be inverted to the draw
+    assert unsaturated.any()
+    assert torch.allclose(draws[0][unsaturated], draws[1][unsaturated], atol=1e-4)
+    assert torch.allclose(draws[0][unsaturated], draws[2][unsaturated], atol=1e-4)
+    assert not torch.allclose(draws[0][unsaturated], draws[3][unsaturated], atol=1e-2)  # the 4th call draws again
+    out = outputs[1]
+    density = TanhNormal(out["loc"], out["scale"], low=-2.0, high=2.0).log_prob(out["action"])
+    assert torch.allclose(out["action_log_prob"], density, atol=1e-4)  # the log-probability of the action taken
+
+
+def test_noise_held_for_fewer_than_one_step_or_by_a_policy_that_cannot_is_refused() -> None:
+    from iquitos_lightning.agents import PPO, RolloutConfig
+    from iquitos_lightning.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="noise_hold_steps must be a positive integer, got 0"):
+        PPO(env=EnvConfig(name="Pendulum-v1"), rollout=RolloutConfig(frames_per_batch=64, eval_every_frames=64,
+                                                                      noise_hold_steps=0))  # fmt: skip
+    with pytest.raises(ConfigError, match="needs a TanhNormal policy"):
+        collection_policy(torch.nn.Identity(), noise_hold_steps=4)
