@@ -61,6 +61,9 @@ class OnPolicyAgent(RLAgent):
         hidden_sizes: hidden layers of the actor and of the value network.
         activation: hidden activation ("tanh", "relu", "elu", "silu").
         lr: Adam learning rate (actor and critic together).
+        lr_anneal: lower the learning rate linearly to 0 over the frame budget, set before each rollout's updates
+            from the frames done (CleanRL's ``anneal_lr``; follows a resume): a policy that found a controller
+            keeps it instead of stepping past it at full rate (measured on A2C, docs/experiments.md).
         gamma: discount factor.
         gae_lambda: GAE's lambda (bias/variance of the advantage; 1.0: n-step returns).
         entropy_coef: weight of the entropy bonus (0 disables it).
@@ -106,11 +109,18 @@ class OnPolicyAgent(RLAgent):
         initial_scale: float = 1.0,
         distribution: str = "tanh_normal",
         initialisation: str = "orthogonal",
+        lr_anneal: bool = False,
         speed: SpeedConfig | None = None,
     ) -> None:
         super().__init__(env, rollout, speed)
         self.automatic_optimization = False
         self.lr = lr
+        self.lr_anneal = lr_anneal
+        if lr_anneal and self.speed_config.cuda_graphs:
+            raise ConfigError(
+                "model.lr_anneal changes the learning rate each rollout, which a CUDA graph would keep at its "
+                "captured value: turn one of model.lr_anneal and model.speed.cuda_graphs off"
+            )
         self.max_grad_norm = max_grad_norm
         self.reward_scale = reward_scale
         self.loss_options = critic_and_entropy(entropy_coef, critic_coef)  # for the subclass's loss module
@@ -147,11 +157,21 @@ class OnPolicyAgent(RLAgent):
         data = self.with_advantages(rollout)
         health = critic_fit(data) | rollout_policy_spread(self.actor, data)
         self._gradient_norms = []
+        if self.lr_anneal:
+            health["learning_rate"] = self.anneal_learning_rate(self.frames_done - rollout.numel())
         metrics: dict[str, torch.Tensor | float] = dict(self.learn_from(data))
         health["approx_kl"] = approximate_kl(self.actor, data)
         if self._gradient_norms:
             health["gradient_norm"] = float(torch.stack(self._gradient_norms).mean())
         return metrics | self.reward_metrics() | {f"health/{name}": value for name, value in health.items()}
+
+    def anneal_learning_rate(self, frames_before: int) -> float:
+        """Set the optimizer's learning rate to ``lr`` x the share of the budget left when this rollout began."""
+        learning_rate = self.lr * max(1.0 - frames_before / self.frame_budget, 0.0)
+        for optimizer in self.trainer.optimizers:
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate
+        return learning_rate
 
     def learn_from(self, data: TensorDictBase) -> dict[str, torch.Tensor]:
         """The algorithm's updates on one rollout with advantages (PPO: minibatch epochs; A2C: one step)."""

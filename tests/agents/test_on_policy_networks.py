@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import math
 
+import lightning.pytorch as pl
 import pytest
 import torch
+from agents_testkit import cpu_trainer
 from torch import nn
 from torchrl.envs import ExplorationType, set_exploration_type
 
 from iquitos_lightning.agents import A2C, PPO, SAC, EnvConfig, RolloutConfig
 from iquitos_lightning.agents.health import action_bounds, approximate_kl, policy_spread
 from iquitos_lightning.agents.networks import linear_layers
+from iquitos_lightning.agents.speed import SpeedConfig
 from iquitos_lightning.errors import ConfigError
 
 SITE = EnvConfig(name="iquitos", site="configs/site/tiny.yaml", seed=0)
@@ -113,3 +116,28 @@ def test_the_initial_scale_is_the_fresh_policys_scale_in_either_layout(policy_sc
     example = agent.train_env.fake_tensordict()
     example["observation"] = torch.zeros_like(example["observation"])
     torch.testing.assert_close(agent.actor(example)["scale"], torch.full((actions,), 0.135), rtol=0, atol=1e-3)
+
+
+class LearningRates(pl.Callback):
+    """The optimizer's learning rate after each rollout's updates."""
+
+    def __init__(self) -> None:
+        self.rates: list[float] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.rates.append(trainer.optimizers[0].param_groups[0]["lr"])
+
+
+@pytest.mark.parametrize("lr_anneal", [False, True])
+def test_an_annealed_learning_rate_falls_linearly_with_the_frames_done(lr_anneal):
+    rollout = RolloutConfig(frame_budget=256, frames_per_batch=64, eval_every_frames=256, eval_episodes=0)
+    agent = A2C(env=EnvConfig(name="Pendulum-v1"), rollout=rollout, hidden_sizes=(16,), lr=1e-3, lr_anneal=lr_anneal)
+    rates = LearningRates()
+    cpu_trainer(callbacks=[rates]).fit(agent)
+    expected = [1e-3 * (1 - frames / 256) for frames in (0, 64, 128, 192)] if lr_anneal else [1e-3] * 4
+    assert rates.rates == pytest.approx(expected)
+
+
+def test_an_annealed_learning_rate_is_refused_with_cuda_graphs():
+    with pytest.raises(ConfigError, match="model.lr_anneal"):
+        A2C(env=SITE, rollout=ROLLOUT, lr_anneal=True, speed=SpeedConfig(cuda_graphs=True))
