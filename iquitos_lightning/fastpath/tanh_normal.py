@@ -193,11 +193,7 @@ def rsample_and_log_prob(
         action = center + half_range * squashed
     else:
         action = squashed
-    normal = -((preimage - loc) ** 2) / (2 * scale**2) - scale.log() - _LOG_SQRT_2PI
-    log_jacobian = 2.0 * (_LOG_2 - preimage - softplus(-2.0 * preimage))  # torch's TanhTransform
-    if bounds is not None:
-        log_jacobian = log_jacobian + half_range.abs().log().expand(preimage.shape)
-    return action, normal.sum(-1) - log_jacobian.sum(-1)
+    return action, _log_density(preimage, loc, scale, bounds)
 
 
 def collection_policy(actor: TensorDictModuleBase, noise_hold_steps: int = 1) -> TensorDictModuleBase:
@@ -216,9 +212,9 @@ def collection_policy(actor: TensorDictModuleBase, noise_hold_steps: int = 1) ->
 def log_prob(
     loc: torch.Tensor, scale: torch.Tensor, action: torch.Tensor, bounds: tuple[torch.Tensor, torch.Tensor] | None
 ) -> torch.Tensor:
-    """``TanhNormal(loc, scale, low, high).log_prob(action)``'s tensor operations, in its order: the inverse of the
-    affine map, TorchRL's safe inverse tanh, the Normal log-density at that pre-image summed over the action minus
-    the summed log-Jacobian (recomputed from the pre-image, as ``ComposeTransform`` does). The action is data, so
+    """``TanhNormal(loc, scale, low, high).log_prob(action)``'s tensor operations: the inverse of the affine map,
+    TorchRL's safe inverse tanh, then :func:`_log_density` at that pre-image (the log-Jacobian recomputed from it, as
+    ``ComposeTransform`` does). The action is data, so
     gradients reach ``loc`` and ``scale`` through the Normal log-density only: the library's graph, bit for bit."""
     if bounds is not None:
         center, half_range = bounds[0].to(loc.device), bounds[1].to(loc.device)
@@ -227,8 +223,20 @@ def log_prob(
         squashed = action
     limit = 1.0 - torch.finfo(squashed.dtype).resolution  # TorchRL's SafeTanhTransform inverse clamp
     preimage = squashed.clamp(-limit, limit).atanh()
+    return _log_density(preimage, loc, scale, bounds)
+
+
+def _log_density(
+    preimage: torch.Tensor,
+    loc: torch.Tensor,
+    scale: torch.Tensor,
+    bounds: tuple[torch.Tensor, torch.Tensor] | None,
+) -> torch.Tensor:
+    """TanhNormal's log-density at ``preimage``: the Normal log-density summed over the action minus the summed
+    log-Jacobian of the tanh and the bounds' affine map. The Normal part is built first, as TorchRL builds it (with
+    gradients through the pre-image, autograd sums the paths in the order they were built)."""
+    normal = -((preimage - loc) ** 2) / (2 * scale**2) - scale.log() - _LOG_SQRT_2PI
     log_jacobian = 2.0 * (_LOG_2 - preimage - softplus(-2.0 * preimage))  # torch's TanhTransform
     if bounds is not None:
-        log_jacobian = log_jacobian + half_range.abs().log().expand(preimage.shape)
-    normal = -((preimage - loc) ** 2) / (2 * scale**2) - scale.log() - _LOG_SQRT_2PI
+        log_jacobian = log_jacobian + bounds[1].to(loc.device).abs().log().expand(preimage.shape)
     return normal.sum(-1) - log_jacobian.sum(-1)
