@@ -23,7 +23,9 @@ from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor, TanhNorm
 
 from iquitos_lightning.errors import ConfigError
 
-POLICY_SCALES = ("state", "parameter")  # the Gaussian's scale: an output of the network, or one parameter per action
+# the Gaussian's scale: a network output, a learned or a fixed number per action, or gSDE's state-dependent noise
+POLICY_SCALES = ("state", "parameter", "fixed", "gsde")
+GSDE_FEATURES_KEY = "gsde_features"  # the last hidden layer's output, which gSDE's noise is a function of
 # the policy's distribution: a Gaussian squashed by tanh onto the action bounds, or a plain Gaussian whose samples the
 # env clips to the bounds (CleanRL's and Stable-Baselines3's PPO/A2C); see make_actor
 DISTRIBUTIONS = ("tanh_normal", "normal")
@@ -61,6 +63,12 @@ def make_actor(
     ``AddStateIndependentNormalScale``, CleanRL's ``actor_logstd``), started at ``initial_scale``. Why the
     parameter for PPO and A2C: exploration then shrinks only as fast as the policy gradient moves that one
     number, not with every change of the hidden layers, the layout CleanRL's and TorchRL's PPO results use.
+    ``"fixed"``: that number stays ``initial_scale`` (a buffer, not a parameter: in the checkpoint, never
+    trained). Why: A2C's learned scale drifted up as it trained (0.78 -> 1.03 on the tariff site), its sampled
+    actions piled up at the bounds and the deterministic policy it is evaluated with moved away from what it
+    explored with; a fixed scale keeps exploration where it started (SB3's A2C keeps ``log_std`` learned, the
+    schedules of fixed-noise methods do not). ``"gsde"``: generalized state-dependent exploration, the noise a
+    function of the last hidden features (:class:`StateDependentNoiseHead`; PPO/A2C, TanhNormal only).
 
     ``return_log_prob`` writes ``action_log_prob`` at collection, which PPO/A2C's ratio and entropy read;
     SAC's loss samples its own actions and log-probabilities, so SAC turns it off: one log-prob less per
@@ -83,24 +91,102 @@ def make_actor(
         raise ConfigError(f"model.policy_scale must be one of {POLICY_SCALES}, got {policy_scale!r}")
     if distribution not in DISTRIBUTIONS:
         raise ConfigError(f"model.distribution must be one of {DISTRIBUTIONS}, got {distribution!r}")
-    outputs = 2 * action_dim if policy_scale == "state" else action_dim
-    body = MLP(out_features=outputs, num_cells=list(hidden_sizes), activation_class=activation_class(activation))
-    if policy_scale == "state":
-        # biased_softplus_<s>: a zero output maps to scale s, and the scale never reaches zero.
-        scale: nn.Module = NormalParamExtractor(scale_mapping=f"biased_softplus_{initial_scale}")
+    if policy_scale == "gsde":
+        network, out_keys = (
+            gsde_network(action_dim, hidden_sizes, activation, initial_scale, distribution),
+            ["loc", "scale", GSDE_FEATURES_KEY],
+        )
     else:
-        scale = AddStateIndependentNormalScale(action_dim, scale_mapping="exp", init_value=math.log(initial_scale))
-    network = nn.Sequential(body, scale)
+        network, out_keys = (
+            _mean_and_scale_network(action_dim, hidden_sizes, activation, initial_scale, policy_scale),
+            ["loc", "scale"],
+        )
     spec = env.action_spec_unbatched
     squashed = distribution == "tanh_normal"
     return ProbabilisticActor(
-        TensorDictModule(network, in_keys=["observation"], out_keys=["loc", "scale"]),
+        TensorDictModule(network, in_keys=["observation"], out_keys=out_keys),
         in_keys=["loc", "scale"],
         spec=spec,
         distribution_class=TanhNormal if squashed else IndependentNormal,
         distribution_kwargs={"low": spec.space.low, "high": spec.space.high} if squashed else {},
         return_log_prob=return_log_prob,
     )
+
+
+def _mean_and_scale_network(
+    action_dim: int, hidden_sizes: tuple[int, ...], activation: str, initial_scale: float, policy_scale: str
+) -> nn.Module:
+    """An MLP to the mean (and, ``"state"``, the scale) with the scale layer of ``policy_scale``."""
+    outputs = 2 * action_dim if policy_scale == "state" else action_dim
+    body = MLP(out_features=outputs, num_cells=list(hidden_sizes), activation_class=activation_class(activation))
+    if policy_scale == "state":
+        # biased_softplus_<s>: a zero output maps to scale s, and the scale never reaches zero.
+        scale: nn.Module = NormalParamExtractor(scale_mapping=f"biased_softplus_{initial_scale}")
+    else:
+        scale = AddStateIndependentNormalScale(
+            action_dim,
+            scale_mapping="exp",
+            init_value=math.log(initial_scale),
+            make_param=policy_scale == "parameter",
+        )
+    return nn.Sequential(body, scale)
+
+
+def gsde_network(
+    action_dim: int, hidden_sizes: tuple[int, ...], activation: str, initial_scale: float, distribution: str
+) -> nn.Module:
+    """The hidden layers (activated to the last), then :class:`StateDependentNoiseHead`: mean, scale, features."""
+    if not hidden_sizes:
+        raise ConfigError("model.policy_scale 'gsde' draws its noise over the last hidden layer: give hidden_sizes")
+    if distribution != "tanh_normal":
+        raise ConfigError(
+            "model.policy_scale 'gsde' needs model.distribution 'tanh_normal' (its noise is drawn by the collection "
+            f"sampler of that distribution), got {distribution!r}"
+        )
+    *inner, features = hidden_sizes
+    body = MLP(
+        out_features=features,
+        num_cells=list(inner),
+        activation_class=activation_class(activation),
+        activate_last_layer=True,
+    )
+    return nn.Sequential(body, StateDependentNoiseHead(features, action_dim, initial_scale))
+
+
+class StateDependentNoiseHead(nn.Module):
+    """gSDE's policy head (Raffin, Kober & Stulp 2021; Stable-Baselines3's ``StateDependentNoiseDistribution`` with
+    ``full_std``): the mean is a linear map of the last hidden features ``f``, and the exploration noise another,
+    ``f @ (sigma * W)``, whose matrix ``W`` (standard normal, one per env) the collection sampler draws and holds
+    for ``rollout.noise_hold_steps`` steps (fastpath/tanh_normal.py). Given the state, that noise is Gaussian with
+    scale ``sqrt(f**2 @ sigma**2)`` per action, which is the scale this head outputs: the policy's density, its
+    log-probabilities and its losses are the TanhNormal ones of every other layout.
+
+    Why: a draw held for a day (``policy_scale`` "parameter" with ``noise_hold_steps`` 24) shifts the battery's
+    action the same way at every hour of that day, so charging more at noon comes with discharging less in the
+    evening, and the two effects cancel in the policy gradient. gSDE's deviation is a function of the state: held
+    for a day, it can charge more at noon *and* discharge more in the evening, a deviation whose effect on the bill
+    shows. As in Stable-Baselines3 the features enter the scale detached (the scale is learned through ``sigma``
+    only), and ``sigma`` starts at ``initial_scale / sqrt(features)``: the scale is ``initial_scale`` where the
+    features have unit mean square.
+    """
+
+    def __init__(self, features: int, actions: int, initial_scale: float) -> None:
+        super().__init__()
+        self.mean = nn.Linear(features, actions)
+        self.log_sigma = nn.Parameter(torch.full((features, actions), math.log(initial_scale / math.sqrt(features))))
+
+    def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        variance = features.detach().square() @ self.log_sigma.exp().square()
+        return self.mean(features), variance.clamp_min(1e-12).sqrt(), features
+
+    def noise_shape(self, features: torch.Tensor) -> torch.Size:
+        """The shape of the standard-normal matrices ``W`` for a batch of ``features``: one per row."""
+        return torch.Size((*features.shape[:-1], *self.log_sigma.shape))
+
+    def standard_noise(self, features: torch.Tensor, scale: torch.Tensor, draw: torch.Tensor) -> torch.Tensor:
+        """The noise ``f @ (sigma * W)`` in units of ``scale``: what the sampler adds as ``scale x noise``."""
+        deviation = (features.detach().unsqueeze(-2) @ (self.log_sigma.exp() * draw)).squeeze(-2)
+        return deviation / scale
 
 
 def apply_to_distribution_bounds(root: nn.Module, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:

@@ -71,8 +71,20 @@ def samples_like_tanh_normal(actor: object) -> bool:
         and not getattr(sampling, "safe", False)
         and set(sampling.distribution_kwargs) <= {"low", "high"}
         and len(actor.module[0].in_keys) == 1
-        and len(actor.module[0].out_keys) == 2
+        and (len(actor.module[0].out_keys) == 2 or state_dependent_noise_head(actor) is not None)
     )
+
+
+def state_dependent_noise_head(actor: ProbabilisticActor) -> torch.nn.Module | None:
+    """The gSDE head of ``actor`` (agents/networks.py ``StateDependentNoiseHead``: its network outputs loc, scale and
+    the features the noise is a function of, and its last module draws that noise), else None. Recognised by what
+    it does (``noise_shape``, ``standard_noise``), so that this layer does not import the agents'."""
+    network = actor.module[0]
+    module = getattr(network, "module", None)
+    head = module[-1] if isinstance(module, torch.nn.Sequential) and len(module) else None
+    if len(network.out_keys) == 3 and hasattr(head, "noise_shape") and hasattr(head, "standard_noise"):
+        return head
+    return None
 
 
 class TanhNormalSampler(TensorDictModuleBase):
@@ -80,7 +92,9 @@ class TanhNormalSampler(TensorDictModuleBase):
 
     ``noise_hold_steps`` > 1 keeps each env's standard-normal draw for that many calls (steps of a batched env)
     before drawing again: the action is still ``tanh(loc + scale x noise)`` with the state's own loc and scale and its
-    log-probability the same density, but the deviation from the policy's mean persists for hours. Why: on the site,
+    log-probability the same density, but the deviation from the policy's mean persists for hours. With a gSDE head
+    (:func:`state_dependent_noise_head`) the held draw is the head's noise matrix per env, and the noise of a step is
+    the head's function of that step's features: the deviation persists as a function of the state. Why: on the site,
     what pays (keeping the battery for the evening peak) is a deviation held over many hours; noise drawn afresh
     every hour averages out before its effect shows, and A2C's one gradient step per rollout did not move the policy
     from where it started in eighteen pilots (docs/experiments.md). SB3's gSDE samples its exploration matrix every
@@ -102,7 +116,8 @@ class TanhNormalSampler(TensorDictModuleBase):
         self.in_keys = list(parameters.in_keys)
         self.out_keys = list(actor.out_keys)
         self._observation_key = parameters.in_keys[0]
-        self._loc_key, self._scale_key = parameters.out_keys
+        self._loc_key, self._scale_key, *self._feature_keys = parameters.out_keys
+        self._head = state_dependent_noise_head(actor)
         self._action_key = sampling.out_keys[0]
         self._log_prob_key = sampling.log_prob_key if sampling.return_log_prob else None
         self._bounds = CachedSquashingBounds()  # read at each call: the actor's bounds move with the agent
@@ -111,11 +126,17 @@ class TanhNormalSampler(TensorDictModuleBase):
         if exploration_type() is not ExplorationType.RANDOM:
             return self.actor(tensordict)
         network = self.actor.module[0].module  # looked up, not stored: a second name would register it twice
-        loc, scale = network(tensordict.get(self._observation_key))
+        loc, scale, *features = network(tensordict.get(self._observation_key))
         bounds = self._bounds(self.actor.module[1].distribution_kwargs)
-        action, log_prob = rsample_and_log_prob(loc, scale, bounds, self._noise_like(loc))
+        if self._head is not None:
+            noise = self._head.standard_noise(features[0], scale, self._held_draw(self._head.noise_shape(features[0])))
+        else:
+            noise = self._noise_like(loc)
+        action, log_prob = rsample_and_log_prob(loc, scale, bounds, noise)
         tensordict.set(self._loc_key, loc)
         tensordict.set(self._scale_key, scale)
+        for key, value in zip(self._feature_keys, features, strict=True):
+            tensordict.set(key, value)
         tensordict.set(self._action_key, action)
         if self._log_prob_key is not None:
             tensordict.set(self._log_prob_key, log_prob)
@@ -126,9 +147,15 @@ class TanhNormalSampler(TensorDictModuleBase):
         None when every call draws its own (what TanhNormal does)."""
         if self.noise_hold_steps == 1:
             return None
+        return self._held_draw(loc.shape, loc)
+
+    def _held_draw(self, shape: torch.Size, like: torch.Tensor | None = None) -> torch.Tensor:
+        """A standard-normal draw of ``shape``, kept for ``noise_hold_steps`` calls (drawn again when it is due or
+        the shape changes)."""
         held = self._held_noise
-        if held is None or held.shape != loc.shape or self._calls_since_draw >= self.noise_hold_steps:
-            held = self._held_noise = torch.empty_like(loc).normal_()
+        if held is None or held.shape != shape or self._calls_since_draw >= self.noise_hold_steps:
+            like = like if like is not None else next(self.actor.parameters())
+            held = self._held_noise = like.new_empty(shape).normal_()
             self._calls_since_draw = 0
         self._calls_since_draw += 1
         return held

@@ -69,11 +69,14 @@ def network_shapes(
     """Shapes of SAC (actor + twin Q + targets) or PPO/A2C (actor + state value) with ``hidden_sizes``.
 
     ``policy_scale`` is the on-policy actor's (``model.policy_scale``): "parameter", the network outputs the mean
-    and one log-std per action is learned beside it; "state" (always SAC's), the network outputs mean and scale.
+    and one log-std per action is learned beside it ("fixed": kept, not learned); "state" (always SAC's), the
+    network outputs mean and scale; "gsde", the mean and one noise weight per last hidden feature and action.
     """
     obs, act = workload.observation_dim, workload.action_dim
-    if algorithm != "sac" and policy_scale == "parameter":
+    if algorithm != "sac" and policy_scale in ("parameter", "fixed"):
         actor = mlp_parameters(obs, hidden_sizes, act) + act  # loc, and the log-std parameter
+    elif algorithm != "sac" and policy_scale == "gsde" and hidden_sizes:
+        actor = mlp_parameters(obs, hidden_sizes, act) + hidden_sizes[-1] * act  # loc, and gSDE's noise weights
     else:
         actor = mlp_parameters(obs, hidden_sizes, 2 * act)  # loc and scale
     width = sum(hidden_sizes) + 2 * act

@@ -17,6 +17,7 @@ from iquitos_lightning.agents.health import action_bounds, approximate_kl, polic
 from iquitos_lightning.agents.networks import linear_layers
 from iquitos_lightning.agents.speed import SpeedConfig
 from iquitos_lightning.errors import ConfigError
+from iquitos_lightning.fastpath.tanh_normal import state_dependent_noise_head
 
 SITE = EnvConfig(name="iquitos", site="configs/site/tiny.yaml", seed=0)
 ROLLOUT = RolloutConfig(frames_per_batch=64, eval_every_frames=64)
@@ -63,7 +64,9 @@ def test_a_state_dependent_scale_is_an_option_and_a_bad_value_is_refused_naming_
     assert not any("state_independent_scale" in name for name, _ in agent.actor.named_parameters())
     example = agent.train_env.fake_tensordict()
     torch.testing.assert_close(agent.actor(example)["scale"], torch.ones(actions), rtol=0, atol=1e-3)
-    with pytest.raises(ConfigError, match=r"^model.policy_scale must be one of \('state', 'parameter'\), got 'global'"):
+    with pytest.raises(
+        ConfigError, match=r"^model.policy_scale must be one of \('state', 'parameter', 'fixed', 'gsde'\), got 'global'"
+    ):
         PPO(env=SITE, rollout=ROLLOUT, policy_scale="global")
 
 
@@ -141,3 +144,39 @@ def test_an_annealed_learning_rate_falls_linearly_with_the_frames_done(lr_anneal
 def test_an_annealed_learning_rate_is_refused_with_cuda_graphs():
     with pytest.raises(ConfigError, match="model.lr_anneal"):
         A2C(env=SITE, rollout=ROLLOUT, lr_anneal=True, speed=SpeedConfig(cuda_graphs=True))
+
+
+def test_a_fixed_scale_stays_at_its_initial_value_while_the_mean_learns_and_travels_in_the_checkpoint():
+    """``policy_scale: fixed``: the log-std is a buffer (in the state dict, not among the optimised parameters),
+    so a fit moves the policy's mean and leaves its scale at ``initial_scale``."""
+    torch.manual_seed(0)
+    rollout = RolloutConfig(frame_budget=256, frames_per_batch=64, eval_every_frames=256, eval_episodes=0)
+    agent = A2C(
+        env=EnvConfig(name="Pendulum-v1"),
+        rollout=rollout,
+        hidden_sizes=(16,),
+        lr=1e-2,
+        policy_scale="fixed",
+        initial_scale=0.5,
+    )
+    assert not any("state_independent_scale" in name for name, _ in agent.loss_module.named_parameters())
+    assert any("state_independent_scale" in key for key in agent.state_dict())
+    output = linear_layers(agent.actor)[-1]
+    before = output.weight.detach().clone()
+    cpu_trainer().fit(agent)
+    assert not torch.equal(output.weight, before)  # the mean learned
+    example = agent.train_env.fake_tensordict()
+    torch.testing.assert_close(agent.actor(example)["scale"], torch.full((1,), 0.5))  # the scale did not
+
+
+def test_an_a2c_with_gsde_trains_its_noise_weights_and_its_mean() -> None:
+    torch.manual_seed(0)
+    rollout = RolloutConfig(frame_budget=256, frames_per_batch=64, eval_every_frames=256, eval_episodes=0,
+                            noise_hold_steps=8)  # fmt: skip
+    agent = A2C(env=EnvConfig(name="Pendulum-v1"), rollout=rollout, hidden_sizes=(16,), lr=1e-2, policy_scale="gsde")
+    head = state_dependent_noise_head(agent.actor)
+    sigma, mean = head.log_sigma.detach().clone(), head.mean.weight.detach().clone()
+    cpu_trainer().fit(agent)
+    assert agent.frames_done == 256
+    assert not torch.equal(head.log_sigma, sigma) and not torch.equal(head.mean.weight, mean)
+    assert torch.isfinite(head.log_sigma).all()
