@@ -65,6 +65,7 @@ class LearnerConfig:
     observation_ratio: bool = True  # PPO compact vs full observation
     profile: bool = True  # one cProfile'd fit per algorithm
     compiled: bool = False  # also time ours with the update torch.compile'd (``speed.compile``), in the same rounds
+    fused_adam: bool = False  # ours (every side of it) steps Adam's fused kernel (``speed.fused_adam``)
     rollout_scale: float = 1.0  # multiplies the timed rollouts (at least one each)
 
     @classmethod
@@ -79,7 +80,9 @@ class LearnerConfig:
             self.site,
             self.data_root,
             timed_rollouts=max(1, round(self.timed_rollouts[algorithm] * self.rollout_scale)),
-            overrides=self.overrides.get(algorithm, {}),
+            overrides=merged_settings(self.overrides.get(algorithm, {}), {"speed": {"fused_adam": True}})
+            if self.fused_adam
+            else self.overrides.get(algorithm, {}),
         )
 
 
@@ -116,6 +119,7 @@ class LearnerResult:
     rows: list[LearnerRow]
     observation: ObservationRow | None
     profiles: list[PhaseProfile]
+    fused_adam: bool = False  # ours stepped Adam's fused kernel (``--fused-adam on``)
 
 
 def describe(algorithm: str, hparams: Mapping[str, Any]) -> str:
@@ -190,4 +194,4 @@ def measure_learner(config: LearnerConfig) -> LearnerResult:
             )
         if config.profile:
             profiles.append(profile_fit(algorithm, start, lambda callbacks, case=case: run_project(case, callbacks)))
-    return LearnerResult(rows, observation, profiles)
+    return LearnerResult(rows, observation, profiles, config.fused_adam)

@@ -144,6 +144,8 @@ def learner_section(result: LearnerResult, site: str) -> str:
         "interleaved rounds of the per-round ratio; rates from the end of the warm-up to the last rollout"
         " (with `--compile on` the compilation falls in the warm-up: ours compiled compiles its update once)."
     )
+    if result.fused_adam:
+        note += " Ours steps Adam's fused kernel (`--fused-adam on`, `speed.fused_adam`); the plain loop `foreach`'s."
     text = f"### Learner throughput on the twin: ours vs a plain PyTorch loop ({site})\n\n"
     text += _table(header, rows) + "\n\n" + note
     if result.observation is not None:

@@ -50,6 +50,7 @@ class BenchConfig:
     learner_site: str = SITE_128  # the experiment profiles' site
     learner_rounds: int = 2
     learner_quick: bool = False  # a few small rollouts per algorithm instead of the profiles' sizes
+    fused_adam: bool = False  # the learner section's ours steps Adam's fused kernel (speed.fused_adam)
     data_root: str = "data"
     threads: int = 1
     sections: tuple[str, ...] = ("env", "training", "memory", "workers")  # "learner" only when asked for
@@ -204,6 +205,7 @@ def run_bench(config: BenchConfig, command: str = "python -m iquitos_lightning b
                 rounds=config.learner_rounds,
                 rollout_scale=config.frame_scale,
                 compiled=config.compile is True,
+                fused_adam=config.fused_adam,
             )
         )
         sections.append(report.learner_section(result, Path(config.learner_site).stem))
@@ -237,6 +239,12 @@ def main(argv: list[str] | None = None) -> int:
             "section adds ours compiled beside ours eager with on)"
         ),
     )
+    parser.add_argument(
+        "--fused-adam",
+        choices=("on", "off"),
+        default=None,
+        help="the learner section's ours steps Adam's fused kernel (speed.fused_adam; default off, as the profiles)",
+    )
     parser.add_argument("--rounds", type=int, default=None, help="training and learner rounds (ours/other pairs)")
     parser.add_argument("--frame-scale", type=float, default=None, help="multiply the measured frames (rollouts)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads for both sides (default 1)")
@@ -252,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         "learner_rounds": args.rounds,
         "frame_scale": args.frame_scale,
         "threads": args.threads,
+        "fused_adam": None if args.fused_adam is None else args.fused_adam == "on",
     }
     config = replace(config, **{key: value for key, value in overrides.items() if value is not None})
     command = "python -m iquitos_lightning bench " + shlex.join(argv or [])

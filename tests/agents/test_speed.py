@@ -103,3 +103,19 @@ def test_moving_an_agent_moves_its_actors_distribution_bounds_too():
     agent.double()
     assert all(value.dtype == torch.float64 for kwargs in bounds for value in kwargs.values())
     assert float(bounds[0]["high"].max()) == 2.0  # Pendulum's torque bound, unchanged by the move
+
+
+def test_fused_adam_steps_every_optimizer_with_the_fused_kernel_and_learns_what_foreach_learns():
+    """``speed.fused_adam``: the same algorithm through torch's fused kernel; the weights after 100 SAC updates
+    agree with the foreach run's to float rounding, not necessarily bit for bit."""
+    weights = {}
+    for fused in (False, True):
+        torch.manual_seed(0)
+        agent = small_sac(100, speed=SpeedConfig(fused_adam=fused))
+        cpu_trainer().fit(agent)
+        optimizers = agent.trainer.optimizers
+        assert len(optimizers) == 3 and all(o.defaults["fused"] is (True if fused else None) for o in optimizers)
+        assert all(o.defaults["foreach"] is (None if fused else True) for o in optimizers)
+        weights[fused] = torch.cat([p.detach().flatten() for p in agent.loss_module.parameters()])
+    assert agent.updates_done == 100
+    torch.testing.assert_close(weights[True], weights[False], rtol=1e-4, atol=1e-5)

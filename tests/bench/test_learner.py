@@ -14,7 +14,7 @@ from torchrl.modules import TanhNormal
 from torchrl.objectives.value.functional import generalized_advantage_estimate
 
 from iquitos_lightning.agents.reward_normalizer import RewardNormalizer
-from iquitos_lightning.bench.learner import LearnerResult, LearnerRow
+from iquitos_lightning.bench.learner import LearnerConfig, LearnerResult, LearnerRow
 from iquitos_lightning.bench.learner_profile import ROWS as PHASE_ROWS
 from iquitos_lightning.bench.plain_loops import (
     OnPolicySettings,
@@ -200,3 +200,12 @@ def test_plain_return_std_is_the_agents_reward_normalizer() -> None:
         normalizer.update(rewards[..., None], done[..., None])
         assert plain.update(rewards.T, done.T) == pytest.approx(normalizer.std, rel=1e-12)
     assert math.isfinite(normalizer.std)
+
+
+def test_a_fused_adam_run_says_so_under_its_table_and_passes_the_switch_to_ours() -> None:
+    row = LearnerRow("SAC", "16 envs", 500.0, 1000.0, 0.5, 125.0, 250.0, 0.5, rounds=2)
+    assert "fused" not in learner_section(LearnerResult([row], None, []), "tiny")
+    assert "Ours steps Adam's fused kernel" in learner_section(LearnerResult([row], None, [], fused_adam=True), "tiny")
+    case = LearnerConfig.quick(fused_adam=True).case("PPO")
+    assert case.overrides["speed"] == {"fused_adam": True} and "epochs" in case.overrides  # the quick sizes kept
+    assert "speed" not in LearnerConfig.quick().case("PPO").overrides
