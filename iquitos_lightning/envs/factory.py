@@ -119,9 +119,9 @@ class EnvConfig:
     # b % len. Evaluation stays on ``site`` itself, a year the agent never trained on unless its seed is listed.
     # None: train on ``site``.
     train_site_seeds: list[int] | None = None
-    # Twin training only, a training aid (envs/reward_baseline.py): "uncontrolled" trains on the reward minus what the
-    # uncontrolled controller earns at the same hour of the same year (a fixed series: the best policy is unchanged;
-    # evaluation bills the raw reward); "none": the objective's reward
+    # Twin training only, a training aid (envs/reward_baseline.py): "uncontrolled" ("rule") trains on the reward minus
+    # what the uncontrolled (rule-based) controller earns at the same hour of the same year (a fixed series: the best
+    # policy is unchanged; evaluation bills the raw reward); "none": the objective's reward
     reward_baseline: str = NO_BASELINE
 
     def __post_init__(self) -> None:

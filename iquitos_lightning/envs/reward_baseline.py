@@ -1,5 +1,6 @@
-"""A training reward measured against the uncontrolled site: the objective's reward minus what the uncontrolled
-controller (BESS idle, every EV at full power from plug-in) earns at the same hour of the same year.
+"""A training reward measured against a reference controller: the objective's reward minus what the uncontrolled
+controller (BESS idle, every EV at full power from plug-in; ``uncontrolled``) or the rule-based controller
+(``rule``) earns at the same hour of the same year.
 
 Why: most of an hour's reward is the mall's load and the sun, which no action changes. On the ``thesis``
 reward the per-step reward has a spread of 0.080 on the default year, the part a battery controller changes
@@ -14,6 +15,14 @@ policy from a given start by the same amount. Evaluation always bills the raw ob
 CityLearn refuse a baseline), so every table reads as before. The uncontrolled controller is the ``fleet``
 layout's action (0, +1): the BESS idles and every socket charges at the top of its band, as
 :class:`~iquitos_lightning.control.references.UncontrolledController` does per socket.
+
+``rule``: the same with the rule-based controller's run (the ``rule_residual`` layout's action (0, 0), which *is*
+that controller: envs/rule_prior.py). Why a second baseline: the uncontrolled one leaves in the targets everything
+a battery does (0.028-0.040 a step on thesis), and the thesis agents must resolve, inside that, what the rule does
+differently from "take over every surplus and load", ~0.002 a decision; measured against the rule, a policy near
+the rule earns near 0 at every hour and what is left is where it acts otherwise. A staggered training episode
+starts mid-year with a battery charge of its own, not the rule's run's: the series still does not depend on the
+agent's actions, so the best policy stays the same.
 
 Each year's run is a one-year twin of that year, so it scores the year on the year's own reward scales (the
 maximum mall load sets two of them), while a training twin scores every year on the evaluated year's scales. On
@@ -33,8 +42,10 @@ from tensordict import TensorDict
 
 NO_BASELINE = "none"  # the objective's reward as it is
 UNCONTROLLED = "uncontrolled"  # minus the uncontrolled controller's reward at the same hour of the same year
-REWARD_BASELINES = (NO_BASELINE, UNCONTROLLED)
+RULE = "rule"  # minus the rule-based controller's reward at the same hour of the same year
+REWARD_BASELINES = (NO_BASELINE, UNCONTROLLED, RULE)
 UNCONTROLLED_FLEET_ACTION = (0.0, 1.0)  # the fleet layout's BESS idle, every socket at the top of its band
+RULE_RESIDUAL_ACTION = (0.0, 0.0)  # the rule_residual layout's action that is the rule-based controller's
 
 # The baseline runs of this process by key (envs/start_peak.reference_key): a year of the default site's one-env
 # twin takes about 10 s, and an agent may build its training twin more than once.
@@ -59,8 +70,14 @@ class RewardSource(Protocol):
 
 def uncontrolled_rewards(env: RewardSource) -> np.ndarray:
     """[T] float64: the reward of every step of one episode of the uncontrolled controller, from hour 0."""
+    return constant_action_rewards(env, UNCONTROLLED_FLEET_ACTION)
+
+
+def constant_action_rewards(env: RewardSource, action_values: tuple[float, float]) -> np.ndarray:
+    """[T] float64: the reward of every step of one episode of ``env`` from hour 0 with one action throughout (the
+    reference controller that the layout's action stands for)."""
     env.reset()
-    action = TensorDict({"action": torch.tensor([UNCONTROLLED_FLEET_ACTION])}, batch_size=[1])
+    action = TensorDict({"action": torch.tensor([action_values])}, batch_size=[1])
     rewards = np.empty(env.hours)
     for step in range(env.hours):
         rewards[step] = float(env.step(action)["next", "reward"][0, 0])

@@ -59,6 +59,7 @@ from iquitos_lightning.envs import objectives
 from iquitos_lightning.envs.actions import (
     FLEET,
     PER_SOCKET,
+    RULE_RESIDUAL,
     SHAVER_RESIDUAL,
     SocketBands,
     action_count,
@@ -71,10 +72,12 @@ from iquitos_lightning.envs.grid_target import import_centre_kw
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
 from iquitos_lightning.envs.reward_baseline import (
     NO_BASELINE,
-    UNCONTROLLED,
+    RULE,
+    RULE_RESIDUAL_ACTION,
+    UNCONTROLLED_FLEET_ACTION,
     cached_rewards,
     check_reward_baseline,
-    uncontrolled_rewards,
+    constant_action_rewards,
 )
 from iquitos_lightning.envs.site_data import built_site
 from iquitos_lightning.envs.site_tables import (
@@ -137,7 +140,7 @@ class IquitosTwin(EnvBase):
             simulates ``years[b % len(years)]``. ``series`` still sets every scale (observation, reward, the
             ``grid_target`` centre), so each year is seen on the scale of the year the agent is evaluated on.
             Empty: every env simulates ``series``.
-        reward_baseline: "uncontrolled" (training only): the reward minus the uncontrolled controller's at the same
+        reward_baseline: "uncontrolled" or "rule" (training only): the reward minus that controller's at the same
             row (envs/reward_baseline.py); "none": the objective's reward.
     """
 
@@ -221,10 +224,10 @@ class IquitosTwin(EnvBase):
             self._start_peaks = self._reference_peaks(Path(schema_path))
         # [Y x T] what the reward subtracts at each row (envs/reward_baseline.py; None: the objective's reward as is)
         self._baseline_rewards: torch.Tensor | None = None
-        if check_reward_baseline(reward_baseline) == UNCONTROLLED:
+        if check_reward_baseline(reward_baseline) != NO_BASELINE:
             if record:
                 raise ValueError("reward_baseline is for training: an evaluation (recording) twin bills the raw reward")
-            self._baseline_rewards = self._uncontrolled_rewards(Path(schema_path))
+            self._baseline_rewards = self._reference_rewards(Path(schema_path), reward_baseline)
         if compile_physics:  # (not "compile": TorchRL's env metaclass takes that keyword for itself)
             self._simulate = torch.compile(self._simulate, dynamic=False)
 
@@ -373,27 +376,31 @@ class IquitosTwin(EnvBase):
         ]
         return torch.tensor(np.concatenate(peaks), dtype=F64, device=self.device)
 
-    def _uncontrolled_rewards(self, schema_path: Path) -> torch.Tensor:
-        """[Y x T] each year's uncontrolled controller's reward at each step (envs/reward_baseline.py), from a
-        one-env ``fleet`` twin of that year from hour 0 with this twin's objective, demand period and EV guarantee."""
+    def _reference_rewards(self, schema_path: Path, baseline: str) -> torch.Tensor:
+        """[Y x T] each year's reference controller's reward at each step (envs/reward_baseline.py), from a one-env
+        twin of that year from hour 0 with this twin's objective, demand period and EV guarantee: the uncontrolled
+        controller in the ``fleet`` layout, or the rule-based one in ``rule_residual``."""
         options = (self.objective, self.demand_period, self.ev_guarantee, self.reward_weights, self.tariff.weights)
+        layout, action = (
+            (RULE_RESIDUAL, RULE_RESIDUAL_ACTION) if baseline == RULE else (FLEET, UNCONTROLLED_FLEET_ACTION)
+        )
 
         def run(series: SiteSeries) -> np.ndarray:
-            uncontrolled = IquitosTwin(
+            reference = IquitosTwin(
                 schema_path,
                 series,
                 self.reward_weights,
-                action_layout=FLEET,
+                action_layout=layout,
                 ev_guarantee=self.ev_guarantee,
                 objective=self.objective,
                 tariff_weights=self.tariff.weights,
                 demand_period=self.demand_period,
                 observation=COMPACT,
             )
-            return uncontrolled_rewards(uncontrolled)
+            return constant_action_rewards(reference, action)
 
         rewards = [
-            cached_rewards(reference_key(schema_path, year, "uncontrolled", *options), lambda year=year: run(year))
+            cached_rewards(reference_key(schema_path, year, baseline, *options), lambda year=year: run(year))
             for year in self.years
         ]
         return torch.tensor(np.concatenate(rewards), dtype=F64, device=self.device)
