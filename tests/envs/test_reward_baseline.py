@@ -25,33 +25,35 @@ def _rewards(twin, action: list[list[float]]) -> np.ndarray:
     return np.stack([twin.step(actions)["next", "reward"][:, 0].numpy() for _ in range(twin.hours)]).astype(float)
 
 
+# (baseline, the layout whose constant action is that controller, that action): the uncontrolled controller is the
+# fleet layout's BESS idle with every socket at the top of its band; the rule-based one rule_residual's (0, 0)
+REFERENCES = [("uncontrolled", FLEET, [0.0, 1.0]), ("rule", RULE_RESIDUAL, [0.0, 0.0])]
+
+
 @pytest.mark.parametrize("objective", ["thesis", "tariff"])
-def test_the_uncontrolled_action_earns_zero_and_others_their_difference_from_it(tmp_path: Path, objective: str) -> None:
-    # env 0: the uncontrolled controller (BESS idle, every socket at the top of its band); env 1: a discharging
-    # battery and EVs at their minimum, whose raw reward differs from the uncontrolled one at most hours
-    actions = [[0.0, 1.0], [-0.3, -1.0]]
-    options = {"num_envs": 2, "action_layout": FLEET, "objective": objective}
+@pytest.mark.parametrize(("baseline", "layout", "reference"), REFERENCES)
+def test_the_reference_controller_earns_zero_and_others_their_difference_from_it(
+    tmp_path: Path, objective: str, baseline: str, layout: str, reference: list[float]
+) -> None:
+    # env 0: the reference controller; env 1: a discharging battery and EVs at their minimum, whose raw reward
+    # differs from the reference's at most hours
+    actions = [reference, [-0.3, -1.0]]
+    options = {"num_envs": 2, "action_layout": layout, "objective": objective}
     raw = _rewards(make_twin(TINY, data_root=tmp_path, **options), actions)
-    relative = _rewards(make_twin(TINY, data_root=tmp_path, reward_baseline="uncontrolled", **options), actions)
+    relative = _rewards(make_twin(TINY, data_root=tmp_path, reward_baseline=baseline, **options), actions)
     assert np.abs(raw[:, 1] - raw[:, 0]).max() > 1e-3  # the two controllers' rewards differ: the test can fail
     np.testing.assert_allclose(relative[:, 0], 0.0, atol=1e-5)
     np.testing.assert_allclose(relative[:, 1], raw[:, 1] - raw[:, 0], atol=1e-5)
 
 
-@pytest.mark.parametrize("objective", ["thesis", "tariff"])
-def test_the_rule_based_controller_earns_zero_against_the_rule_baseline(tmp_path: Path, objective: str) -> None:
-    """``reward_baseline: rule``: the ``rule_residual`` layout's action (0, 0) is the rule-based controller, which
-    now earns 0 at every hour; another action earns its difference from the rule, whichever layout plays it."""
-    actions = [[0.0, 0.0], [-0.3, -1.0]]
-    options = {"num_envs": 2, "action_layout": RULE_RESIDUAL, "objective": objective}
-    raw = _rewards(make_twin(TINY, data_root=tmp_path, **options), actions)
-    relative = _rewards(make_twin(TINY, data_root=tmp_path, reward_baseline="rule", **options), actions)
-    assert np.abs(raw[:, 1] - raw[:, 0]).max() > 1e-3  # the two controllers' rewards differ: the test can fail
-    np.testing.assert_allclose(relative[:, 0], 0.0, atol=1e-5)
-    np.testing.assert_allclose(relative[:, 1], raw[:, 1] - raw[:, 0], atol=1e-5)
-    fleet = _rewards(make_twin(TINY, data_root=tmp_path, action_layout=FLEET, objective=objective), [[0.0, 1.0]])
-    against_rule = make_twin(TINY, data_root=tmp_path, action_layout=FLEET, objective=objective, reward_baseline="rule")
-    np.testing.assert_allclose(_rewards(against_rule, [[0.0, 1.0]])[:, 0], fleet[:, 0] - raw[:, 0], atol=1e-5)
+def test_against_the_rule_another_layout_earns_its_difference_from_the_rule(tmp_path: Path) -> None:
+    """The rule's series is the year's: the ``fleet`` layout's uncontrolled action, trained against the rule, earns
+    its own reward minus the rule's."""
+    rule = _rewards(make_twin(TINY, data_root=tmp_path, action_layout=RULE_RESIDUAL), [[0.0, 0.0]])
+    fleet = _rewards(make_twin(TINY, data_root=tmp_path, action_layout=FLEET), [[0.0, 1.0]])
+    against_rule = make_twin(TINY, data_root=tmp_path, action_layout=FLEET, reward_baseline="rule")
+    assert np.abs(fleet - rule).max() > 1e-3
+    np.testing.assert_allclose(_rewards(against_rule, [[0.0, 1.0]]), fleet - rule, atol=1e-5)
 
 
 def test_the_baseline_is_the_year_s_not_the_layout_s(tmp_path: Path) -> None:
