@@ -74,7 +74,8 @@ class OnPolicyAgent(RLAgent):
         reward_scale: rewards are multiplied by this before learning, after the normalisation (evaluation returns
             stay unscaled).
         policy_scale: "parameter" (one learned log-std per action, CleanRL's), "fixed" (that log-std kept at
-            ``initial_scale``, never trained) or "state" (an output of the actor network, as SAC's).
+            ``initial_scale``, never trained), "state" (an output of the actor network, as SAC's), "gsde" or
+            "gsde_fixed" (state-dependent exploration noise, learned or kept: networks.StateDependentNoiseHead).
         initial_scale: the Gaussian's scale (before any tanh) at the start; 1 spreads a fresh policy over the action
             range; Stable-Baselines3's zoo starts A2C at exp(-2) = 0.135, where the policy gradient of the mean is
             (1/0.135)^2 = 55 times that at 1 for the same advantage.

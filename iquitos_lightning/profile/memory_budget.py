@@ -75,7 +75,7 @@ def network_shapes(
     obs, act = workload.observation_dim, workload.action_dim
     if algorithm != "sac" and policy_scale in ("parameter", "fixed"):
         actor = mlp_parameters(obs, hidden_sizes, act) + act  # loc, and the log-std parameter
-    elif algorithm != "sac" and policy_scale == "gsde" and hidden_sizes:
+    elif algorithm != "sac" and policy_scale in ("gsde", "gsde_fixed") and hidden_sizes:
         actor = mlp_parameters(obs, hidden_sizes, act) + hidden_sizes[-1] * act  # loc, and gSDE's noise weights
     else:
         actor = mlp_parameters(obs, hidden_sizes, 2 * act)  # loc and scale

@@ -65,7 +65,7 @@ def test_a_state_dependent_scale_is_an_option_and_a_bad_value_is_refused_naming_
     example = agent.train_env.fake_tensordict()
     torch.testing.assert_close(agent.actor(example)["scale"], torch.ones(actions), rtol=0, atol=1e-3)
     with pytest.raises(
-        ConfigError, match=r"^model.policy_scale must be one of \('state', 'parameter', 'fixed', 'gsde'\), got 'global'"
+        ConfigError, match=r"^model.policy_scale must be one of \('state', 'parameter', 'fixed', 'gsde', 'gsde_fixed'\), got 'global'"
     ):
         PPO(env=SITE, rollout=ROLLOUT, policy_scale="global")
 
@@ -169,14 +169,20 @@ def test_a_fixed_scale_stays_at_its_initial_value_while_the_mean_learns_and_trav
     torch.testing.assert_close(agent.actor(example)["scale"], torch.full((1,), 0.5))  # the scale did not
 
 
-def test_an_a2c_with_gsde_trains_its_noise_weights_and_its_mean() -> None:
+@pytest.mark.parametrize("policy_scale", ["gsde", "gsde_fixed"])
+def test_an_a2c_with_gsde_trains_its_mean_and_its_noise_weights_unless_they_are_fixed(policy_scale: str) -> None:
     torch.manual_seed(0)
     rollout = RolloutConfig(frame_budget=256, frames_per_batch=64, eval_every_frames=256, eval_episodes=0,
                             noise_hold_steps=8)  # fmt: skip
-    agent = A2C(env=EnvConfig(name="Pendulum-v1"), rollout=rollout, hidden_sizes=(16,), lr=1e-2, policy_scale="gsde")
+    agent = A2C(
+        env=EnvConfig(name="Pendulum-v1"), rollout=rollout, hidden_sizes=(16,), lr=1e-2, policy_scale=policy_scale
+    )
     head = state_dependent_noise_head(agent.actor)
     sigma, mean = head.log_sigma.detach().clone(), head.mean.weight.detach().clone()
     cpu_trainer().fit(agent)
     assert agent.frames_done == 256
-    assert not torch.equal(head.log_sigma, sigma) and not torch.equal(head.mean.weight, mean)
+    assert not torch.equal(head.mean.weight, mean)
+    learned = policy_scale == "gsde"
+    assert torch.equal(head.log_sigma, sigma) is not learned  # moved by the policy gradient, or kept
+    assert any(key.endswith("log_sigma") for key in agent.state_dict())  # in the checkpoint either way
     assert torch.isfinite(head.log_sigma).all()
