@@ -129,7 +129,8 @@ class TanhNormalSampler(TensorDictModuleBase):
         loc, scale, *features = network(tensordict.get(self._observation_key))
         bounds = self._bounds(self.actor.module[1].distribution_kwargs)
         if self._head is not None:
-            noise = self._head.standard_noise(features[0], scale, self._held_draw(self._head.noise_shape(features[0])))
+            draw = self._held_draw(self._head.noise_shape(features[0]), features[0])
+            noise = self._head.standard_noise(features[0], scale, draw)
         else:
             noise = self._noise_like(loc)
         action, log_prob = rsample_and_log_prob(loc, scale, bounds, noise)
@@ -149,12 +150,11 @@ class TanhNormalSampler(TensorDictModuleBase):
             return None
         return self._held_draw(loc.shape, loc)
 
-    def _held_draw(self, shape: torch.Size, like: torch.Tensor | None = None) -> torch.Tensor:
-        """A standard-normal draw of ``shape``, kept for ``noise_hold_steps`` calls (drawn again when it is due or
-        the shape changes)."""
+    def _held_draw(self, shape: torch.Size, like: torch.Tensor) -> torch.Tensor:
+        """A standard-normal draw of ``shape`` (``like``'s dtype and device), kept for ``noise_hold_steps`` calls
+        (drawn again when it is due or the shape changes)."""
         held = self._held_noise
         if held is None or held.shape != shape or self._calls_since_draw >= self.noise_hold_steps:
-            like = like if like is not None else next(self.actor.parameters())
             held = self._held_noise = like.new_empty(shape).normal_()
             self._calls_since_draw = 0
         self._calls_since_draw += 1

@@ -65,7 +65,9 @@ def test_a_state_dependent_scale_is_an_option_and_a_bad_value_is_refused_naming_
     example = agent.train_env.fake_tensordict()
     torch.testing.assert_close(agent.actor(example)["scale"], torch.ones(actions), rtol=0, atol=1e-3)
     with pytest.raises(
-        ConfigError, match=r"^model.policy_scale must be one of \('state', 'parameter', 'fixed', 'gsde', 'gsde_fixed'\), got 'global'"
+        ConfigError,
+        match=r"^model.policy_scale must be one of \('state', 'parameter', 'fixed', 'gsde', 'gsde_fixed'\), "
+        r"got 'global'",
     ):
         PPO(env=SITE, rollout=ROLLOUT, policy_scale="global")
 
