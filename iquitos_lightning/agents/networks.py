@@ -169,11 +169,12 @@ class StateDependentNoiseHead(nn.Module):
 
     Why: a draw held for a day (``policy_scale`` "parameter" with ``noise_hold_steps`` 24) shifts the battery's
     action the same way at every hour of that day, so charging more at noon comes with discharging less in the
-    evening, and the two effects cancel in the policy gradient. gSDE's deviation is a function of the state: held
-    for a day, it can charge more at noon *and* discharge more in the evening, a deviation whose effect on the bill
-    shows. As in Stable-Baselines3 the features enter the scale detached (the scale is learned through ``sigma``
-    only), and ``sigma`` starts at ``initial_scale / sqrt(features)``: the scale is ``initial_scale`` where the
-    features have unit mean square. ``learn_sigma`` False keeps ``sigma`` there (a buffer): the learned one grew
+    evening, and the two effects can cancel in the policy gradient. gSDE's deviation is a function of the state:
+    held for a day, it can charge more at noon *and* discharge more in the evening. Measured with A2C on the tariff
+    site (docs/experiments.md, 2026-11-26): no better than the held draw, with sigma learned or kept. As in
+    Stable-Baselines3 the features enter the scale detached (the scale is learned through ``sigma`` only), and
+    ``sigma`` starts at ``initial_scale / sqrt(features)``: the scale is ``initial_scale`` where the features have
+    unit mean square. ``learn_sigma`` False keeps ``sigma`` there (a buffer): the learned one grew
     0.50 -> 1.41 on the tariff site with A2C and drove 46 % of the sampled actions to the bounds.
     """
 
