@@ -36,6 +36,7 @@ PROFILE_KEYS = (
     "model.buffer.capacity",
     "model.buffer.storage",
     "model.speed.compile",
+    "model.speed.fused_adam",
     "model.speed.cuda_graphs",
     "model.speed.tf32",
 )
