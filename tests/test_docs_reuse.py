@@ -1,4 +1,5 @@
-"""The examples of docs/reuse.md run as written: the agents train on a Gymnasium id and on a user's own env class."""
+"""The examples of docs/reuse.md run as written: the agents train on a Gymnasium id, on a user's own env class and
+with held gSDE exploration."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "reuse.md"
 EXAMPLES = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.DOTALL)
 
 
-@pytest.mark.parametrize(("index", "frames"), [(0, 1_024), (1, 300)])
+@pytest.mark.parametrize(("index", "frames"), [(0, 1_024), (1, 300), (2, 512)])
 def test_docs_reuse_example_trains_its_agent_to_its_budget(tmp_path, monkeypatch, index: int, frames: int) -> None:
-    assert len(EXAMPLES) == 2
+    assert len(EXAMPLES) == 3
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {}
     exec(compile(EXAMPLES[index], f"{DOC}#example{index}", "exec"), namespace)

@@ -172,11 +172,12 @@ def test_a_fixed_scale_stays_at_its_initial_value_while_the_mean_learns_and_trav
 
 
 @pytest.mark.parametrize("policy_scale", ["gsde", "gsde_fixed"])
-def test_an_a2c_with_gsde_trains_its_mean_and_its_noise_weights_unless_they_are_fixed(policy_scale: str) -> None:
+@pytest.mark.parametrize("agent_class", [A2C, PPO])
+def test_gsde_trains_the_mean_and_the_noise_weights_unless_they_are_fixed(agent_class, policy_scale: str) -> None:
     torch.manual_seed(0)
     rollout = RolloutConfig(frame_budget=256, frames_per_batch=64, eval_every_frames=256, eval_episodes=0,
                             noise_hold_steps=8)  # fmt: skip
-    agent = A2C(
+    agent = agent_class(
         env=EnvConfig(name="Pendulum-v1"), rollout=rollout, hidden_sizes=(16,), lr=1e-2, policy_scale=policy_scale
     )
     head = state_dependent_noise_head(agent.actor)
