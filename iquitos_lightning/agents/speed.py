@@ -19,11 +19,13 @@ so ``sac_per_socket_cpu.yaml`` and the CPU profile turn it on for SAC (docs/perf
   cores); ignored elsewhere.
 - ``threads``: torch's CPU threads for the run, set when ``fit`` starts (the card's ``ppo_cpu.yaml`` sets 1).
 - ``fused_adam``: Adam's fused kernel (torch's ``fused=True``) instead of its multi-tensor ``foreach`` one: one pass
-  over the parameters per step. Measured on the 2-core CPU (tariff profiles, one thread, ours / plain in the same
-  rounds): SAC, three Adam steps an update, 0.77x -> 0.84x; PPO 0.80x -> 0.82x. The same algorithm, not the same
-  bits (the last bit of a weight moves now and then, and a run's trajectory parts from the foreach run's later), so
-  it is off by default: the committed comparisons' runs repeat bit for bit without it. With ``cuda_graphs`` on a
-  GPU the capturable ``foreach`` Adam runs instead (a fused step under capture has not been measured here).
+  over the parameters per step. Measured on the 2-core CPU (``bench --sections learner``, tariff profiles, one
+  thread, ours / plain loop): SAC, three Adam steps an update, 0.78x -> 0.86x; PPO 0.79x -> 0.83x; A2C 0.70x both;
+  with the update compiled SAC 1.06x and PPO 1.05x the frames/s of foreach (docs/performance.md). The same
+  algorithm, not the same bits (the last bit of a weight moves now and then, and a run's trajectory parts from the
+  foreach run's later), so it is off by default: the committed comparisons' runs repeat bit for bit without it;
+  ``profile: auto`` turns it on for SAC and PPO on a CPU. With ``cuda_graphs`` on a GPU the capturable
+  ``foreach`` Adam runs instead (a fused step under capture has not been measured here).
 """
 
 from __future__ import annotations
