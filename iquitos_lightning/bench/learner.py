@@ -75,14 +75,15 @@ class LearnerConfig:
         return cls(timed_rollouts=dict(QUICK_ROLLOUTS), overrides=QUICK_OVERRIDES, **fields)
 
     def case(self, algorithm: str) -> LearnerCase:
+        overrides = self.overrides.get(algorithm, {})
+        if self.fused_adam:
+            overrides = merged_settings(overrides, {"speed": {"fused_adam": True}})
         return LearnerCase(
             algorithm,
             self.site,
             self.data_root,
             timed_rollouts=max(1, round(self.timed_rollouts[algorithm] * self.rollout_scale)),
-            overrides=merged_settings(self.overrides.get(algorithm, {}), {"speed": {"fused_adam": True}})
-            if self.fused_adam
-            else self.overrides.get(algorithm, {}),
+            overrides=overrides,
         )
 
 

@@ -59,18 +59,13 @@ def check_reward_baseline(reward_baseline: str) -> str:
 
 
 class RewardSource(Protocol):
-    """What :func:`uncontrolled_rewards` runs: a one-env ``fleet``-layout twin (envs/twin.py), TorchRL API."""
+    """What :func:`constant_action_rewards` runs: a one-env twin (envs/twin.py) in the reference's layout."""
 
     hours: int
 
     def reset(self) -> TensorDict: ...
 
     def step(self, tensordict: TensorDict) -> TensorDict: ...
-
-
-def uncontrolled_rewards(env: RewardSource) -> np.ndarray:
-    """[T] float64: the reward of every step of one episode of the uncontrolled controller, from hour 0."""
-    return constant_action_rewards(env, UNCONTROLLED_FLEET_ACTION)
 
 
 def constant_action_rewards(env: RewardSource, action_values: tuple[float, float]) -> np.ndarray:
