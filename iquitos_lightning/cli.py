@@ -7,7 +7,9 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
   rollout) and a CSVLogger under ``runs/<name>/`` (``trainer.logger``/``trainer.callbacks`` stay free);
 - a ``checkpoint`` group (:class:`~iquitos_lightning.training.callbacks.frame_checkpoint.FrameCheckpoint`: every N
   env frames plus ``last``; its folder defaults to ``<logger save_dir>/<name>/checkpoints`` so
-  ``fit --ckpt_path last`` finds it from one run version to the next);
+  ``fit --ckpt_path last`` finds it from one run version to the next) and a ``selection`` group
+  (:class:`~iquitos_lightning.training.callbacks.best_checkpoint.BestCheckpoint`: ``best.ckpt`` beside them, the
+  best evaluation on the selection year when ``env.validation_site_seed`` is set);
 - GPU-only settings adapted to a CPU machine once (:mod:`iquitos_lightning.profile.devices`);
 - the observing callbacks, each a configurable group (``--step_rate.*``, ``--vram.*``, ``--oom.*``,
   ``--report.*``, ``--health.*``) and the frames-counting rich progress bar whenever the progress bar is on;
@@ -26,7 +28,8 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
 - ``profile: auto`` / ``--profile auto``: sizes, precision and buffer chosen for the device, explicit
   settings win (:mod:`iquitos_lightning.profile.auto_profile`);
 - ``final_test.backend: citylearn``: a ``fit`` that reached its budget ends with a test of the final policy on
-  CityLearn itself (:mod:`iquitos_lightning.training.final_evaluation`): the card's profiles train on the twin.
+  CityLearn itself (:mod:`iquitos_lightning.training.final_evaluation`): the card's profiles train on the twin;
+  ``final_test.policy: best`` tests ``best.ckpt`` instead.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ from iquitos_lightning.profile.explicit_settings import command_line_keys, confi
 from iquitos_lightning.profile.hardware import apply_memory_cap
 from iquitos_lightning.profile.memory_budget import InsufficientMemory
 from iquitos_lightning.training.callbacks import (
+    BestCheckpoint,
     FrameCheckpoint,
     LearningHealth,
     OutOfMemoryHandler,
@@ -72,7 +76,7 @@ from iquitos_lightning.training.callbacks import (
     interrupt,
 )
 from iquitos_lightning.training.checkpoint_io import SafeCheckpointIO
-from iquitos_lightning.training.final_evaluation import FinalTest, run_final_test
+from iquitos_lightning.training.final_evaluation import FinalTest, refuse_best_without_selection, run_final_test
 from iquitos_lightning.training.quiet import quiet_library_noise
 from iquitos_lightning.training.run_folder import RunOptions, claim_run_folder, move_aside
 from iquitos_lightning.training.tracking import TrackingConfig, resolve_wandb_mode, wandb_loggers
@@ -139,6 +143,7 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
     def add_arguments_to_parser(self, parser: Any) -> None:
         add_profile_argument(parser)
         parser.add_lightning_class_args(FrameCheckpoint, "checkpoint")
+        parser.add_lightning_class_args(BestCheckpoint, "selection")
         parser.add_lightning_class_args(StepRate, "step_rate")
         parser.add_lightning_class_args(VRAMMonitor, "vram")
         parser.add_lightning_class_args(OutOfMemoryHandler, "oom")
@@ -191,6 +196,8 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
             root = _logger_root(trainer.logger)
             if root is not None:
                 config.checkpoint.dirpath = f"{root}/checkpoints"
+        if config.selection.dirpath is None:
+            config.selection.dirpath = config.checkpoint.dirpath  # best.ckpt beside the run's other checkpoints
         if config.get("ckpt_path") == "last" and config.checkpoint.dirpath:
             folder = Path(str(config.checkpoint.dirpath))
             if not any(folder.glob("*.ckpt")):
@@ -199,6 +206,7 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
                     "--checkpoint.dirpath at the run's checkpoint folder"
                 )
         if self.subcommand == "fit":
+            refuse_best_without_selection(config.final_test, config.get("model"))
             # Refused now, before anything is built; with --run.new, what is an earlier run is also decided now:
             # building the loggers makes the run folder (W&B's save_dir), which is no earlier run.
             self._earlier_run = self._claim_run_folder(config)
@@ -219,9 +227,9 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
 
     def after_fit(self) -> None:
         """``final_test.backend``: a fit that reached its budget ends with a test on that simulator."""
-        backend = self.config[self.subcommand].final_test.backend
-        if backend is not None and not interrupt_requested():
-            run_final_test(self.trainer, self.model, backend)
+        final_test = self.config[self.subcommand].final_test
+        if final_test.backend is not None and not interrupt_requested():
+            run_final_test(self.trainer, self.model, final_test.backend, final_test.policy)
 
     @staticmethod
     def _claim_run_folder(config: Any) -> tuple[Path, ...]:

@@ -56,6 +56,7 @@ from iquitos_lightning.agents.networks import apply_to_distribution_bounds, make
 from iquitos_lightning.agents.replay import bytes_per_transition
 from iquitos_lightning.agents.resume import env_resets_on_resume, refuse_unfit_checkpoint, rng_states, set_rng_states
 from iquitos_lightning.agents.rollout_logging import log_rollout_metrics
+from iquitos_lightning.agents.selection import SELECTION_METRIC, SELECTION_STAGE, selection_score
 from iquitos_lightning.agents.speed import PlannedUpdate, SpeedConfig, planned_update
 from iquitos_lightning.envs.factory import (
     EnvConfig,
@@ -87,6 +88,8 @@ class _Runtime:
     def __init__(self, train_env: EnvBase) -> None:
         self.train_env = train_env
         self.eval_env: EnvBase | None = None
+        self.selection_env: EnvBase | None = None  # the selection year's evaluation env (env.validation_site_seed)
+        self.last_evaluated: EnvBase | None = None  # the env of the latest evaluation episode (its flows: the report)
         self.collector: BaseCollector | None = None
         self.collection_policy: Any = None  # what the collector runs (fastpath/tanh_normal.py)
         self.iterator: Any = None
@@ -211,15 +214,31 @@ class RLAgent(pl.LightningModule):
             self._runtime.eval_env = make_env(self.env_config, evaluation=True)
         return self._runtime.eval_env
 
+    @property
+    def selects_policy(self) -> bool:
+        """Whether evaluations also score a selection year (``env.validation_site_seed``): BestCheckpoint reads it."""
+        return self.env_config.validation_site_seed is not None
+
+    @property
+    def selection_env(self) -> EnvBase | None:
+        """The evaluation env of the selection year (``env.validation_site_seed``); None when there is none."""
+        if not self.selects_policy:
+            return None
+        if self._runtime.selection_env is None:
+            self._runtime.selection_env = make_env(self.env_config, evaluation=True, selection=True)
+        return self._runtime.selection_env
+
     def evaluate_on(self, backend: str) -> None:
         """Evaluations from now on run on ``backend`` (``citylearn`` or ``twin``): the final test of a run that
         evaluated on the twin while training is a year on CityLearn itself (cli.py, ``final_test``)."""
         if backend == self.env_config.eval_backend:
             return
         self.env_config = dataclasses.replace(self.env_config, eval_backend=backend)  # validated again
-        if self._runtime.eval_env is not None:
-            self._runtime.eval_env.close()
-            self._runtime.eval_env = None
+        runtime = self._runtime
+        for env in (runtime.eval_env, runtime.selection_env):
+            if env is not None:
+                env.close()
+        runtime.eval_env = runtime.selection_env = runtime.last_evaluated = None
 
     @property
     def frame_budget(self) -> int:
@@ -480,10 +499,15 @@ class RLAgent(pl.LightningModule):
         return list(range(self.rollout_config.eval_episodes))
 
     def validation_step(self, episode: int, batch_idx: int) -> None:
+        if self.selection_env is not None:
+            episode_return, kpis = self._evaluate_episode(int(episode), SELECTION_STAGE, self.selection_env)
+            score = selection_score(episode_return, kpis, self.env_config.objective)
+            self.log(SELECTION_METRIC, score, on_epoch=True, batch_size=1)
+        # the evaluation year last (its flows are the report's): the learning curve, never what a choice reads
         self._evaluate_episode(int(episode), "val")
 
     def test_step(self, episode: int, batch_idx: int) -> None:
-        kpis = self._evaluate_episode(int(episode), "test")
+        _, kpis = self._evaluate_episode(int(episode), "test")
         if kpis is not None:
             self._test_kpis.append(kpis)
 
@@ -508,9 +532,9 @@ class RLAgent(pl.LightningModule):
 
         None when no evaluation ran: building an evaluation env only to find it empty cost a fit without
         evaluation 29 s (a CityLearn env of the 128-socket site) after 16 s of training."""
-        if self._runtime.eval_env is None:
+        if self._runtime.last_evaluated is None:
             return None
-        site = site_env(self.eval_env)
+        site = site_env(self._runtime.last_evaluated)
         if site is None:
             return None
         flows = site.flows()
@@ -518,9 +542,11 @@ class RLAgent(pl.LightningModule):
             return None
         return flows, int(site.site_config.calendar.year)
 
-    def evaluate_episode(self, episode: int) -> tuple[float, TensorDictBase]:
-        """Return and rollout of evaluation episode ``episode`` under the deterministic policy."""
-        env = self.eval_env
+    def evaluate_episode(self, episode: int, env: EnvBase | None = None) -> tuple[float, TensorDictBase]:
+        """Return and rollout of evaluation episode ``episode`` of ``env`` (the evaluation env unless given) under
+        the deterministic policy."""
+        env = self.eval_env if env is None else env
+        self._runtime.last_evaluated = env
         episode_seeding(env).resets_done = episode
         cuda = [self.device.index or 0] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=cuda), torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
@@ -532,19 +558,24 @@ class RLAgent(pl.LightningModule):
             )
         return float(rollout["next", "reward"].sum()), rollout
 
-    def _evaluate_episode(self, episode: int, stage: str) -> dict[str, float] | None:
-        episode_return, rollout = self.evaluate_episode(episode)
+    def _evaluate_episode(
+        self, episode: int, stage: str, env: EnvBase | None = None
+    ) -> tuple[float, dict[str, float] | None]:
+        """Evaluate one episode of ``env`` (the evaluation env unless given) and log it under ``stage``: its return
+        and, on the site, its KPIs (also returned; None on another env)."""
+        env = self.eval_env if env is None else env
+        episode_return, rollout = self.evaluate_episode(episode, env)
         self.log(f"{stage}/episode_return", episode_return, on_epoch=True, batch_size=1)
         self.log(f"{stage}/episode_length", float(rollout.numel()), on_epoch=True, batch_size=1)
-        site = site_env(self.eval_env)
+        site = site_env(env)
         if site is None:
-            return None
+            return episode_return, None
         flows = site.flows()
         kpis = compute_kpis(flows, site.departures(), site.site_config)
         bill = tariff_bill(flows, site.site_config)  # the tariff objective's yardstick, whatever the agent optimises
         kpis |= {"tariff_cost": bill["tariff_cost"], "demand_charge": bill["demand_charge"]}
         self.log_dict({f"{stage}/kpi/{name}": value for name, value in kpis.items()}, on_epoch=True, batch_size=1)
-        return {"episode_return": episode_return, **kpis}
+        return episode_return, {"episode_return": episode_return, **kpis}
 
     # ----- checkpoints ---------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

@@ -39,6 +39,13 @@ class ReportsKpis(Protocol):
         ...
 
 
+@runtime_checkable
+class SelectsPolicy(Protocol):
+    """An agent whose evaluations also score a selection year, logged as ``select/score`` (agents/selection.py)."""
+
+    selects_policy: bool  # False: it logs no selection score this run
+
+
 def frames_done(module: object) -> int | None:
     """``module.frames_done`` when it counts frames (:class:`FrameCounting`), else None."""
     return int(module.frames_done) if isinstance(module, FrameCounting) else None

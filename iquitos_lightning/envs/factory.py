@@ -50,10 +50,11 @@ from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.envs.gym_env import FlatGymEnv, SpecsOnly, is_flat_box_env
 from iquitos_lightning.envs.objectives import DEMAND_PERIODS, OBJECTIVES, TARIFF
 from iquitos_lightning.envs.reward_baseline import NO_BASELINE, check_reward_baseline
-from iquitos_lightning.envs.site_data import site_config_of, site_years
+from iquitos_lightning.envs.site_data import site_config_of, site_year, site_years
 from iquitos_lightning.envs.site_tables import AUTO, OBSERVATION_MODES, observation_names, resolve_observation
 from iquitos_lightning.envs.start_peak import check_start_peak
 from iquitos_lightning.errors import ConfigError
+from iquitos_lightning.site.config import SiteConfig
 from iquitos_lightning.site.forecasts import PAST_DAYS, check_forecasts
 
 IQUITOS = "iquitos"
@@ -123,6 +124,11 @@ class EnvConfig:
     # what the uncontrolled (rule-based) controller earns at the same hour of the same year (a fixed series: the best
     # policy is unchanged; evaluation bills the raw reward); "none": the objective's reward
     reward_baseline: str = NO_BASELINE
+    # Iquitos: a third year of the site profile (its seed replaced, built like the training years) on which every
+    # evaluation during training also runs, logged as ``select/*``: what picks the policy a run reports (the
+    # evaluation with the best ``select/score`` is kept as ``best.ckpt``, ``final_test.policy: best``) without
+    # looking at the evaluation year itself. None: no selection year.
+    validation_site_seed: int | None = None
 
     def __post_init__(self) -> None:
 
@@ -141,6 +147,8 @@ class EnvConfig:
                 raise ValueError("train_site_seeds (training years) needs the twin backend of the Iquitos site")
             if not self.train_site_seeds:
                 raise ValueError("train_site_seeds must list at least one seed (or be null: train on the site)")
+        if self.validation_site_seed is not None:
+            check_validation_year(self)
         baseline = check_reward_baseline(self.reward_baseline)
         if baseline != NO_BASELINE and (self.backend != TWIN or self.name != IQUITOS):
             raise ValueError("reward_baseline (a training aid) needs the twin backend of the Iquitos site")
@@ -160,6 +168,19 @@ class EnvConfig:
             raise ValueError(f"num_workers must be >= 1, got {self.num_workers}")
         if self.num_workers > 1 and self.backend == TWIN and self.name == IQUITOS:
             raise ValueError("num_workers > 1 is for CityLearn and Gymnasium envs: the twin batches with num_envs")
+
+
+def check_validation_year(config: EnvConfig) -> None:
+    """A selection year must be a year of the site that the run neither trains on nor reports."""
+    seed = config.validation_site_seed
+    if config.name != IQUITOS:
+        raise ValueError("validation_site_seed (a selection year) needs the Iquitos site")
+    if seed in (config.train_site_seeds or []):
+        raise ValueError(f"validation_site_seed {seed} is also a training year (train_site_seeds): pick another")
+    if seed == site_config_of(config.site).seed:
+        raise ValueError(
+            f"validation_site_seed {seed} is the site's own year, the one evaluations report: pick another seed"
+        )
 
 
 @runtime_checkable
@@ -183,13 +204,14 @@ class EpisodeSeeding(gym.Wrapper):
         return self.env.reset(seed=episode_seed, options=options)
 
 
-def _make_gym_env(config: EnvConfig, *, evaluation: bool = False) -> gym.Env:
+def _make_gym_env(config: EnvConfig, *, evaluation: bool = False, site: str | SiteConfig | None = None) -> gym.Env:
+    site = config.site if site is None else site
     if config.name == IQUITOS and evaluation and config.eval_backend == TWIN:
         # lazy: the twin reads the built site (pvlib behind the site builder); Gymnasium-only runs never need it
         from iquitos_lightning.envs.twin import make_twin
         from iquitos_lightning.envs.twin_gym import TwinGymEnv  # lazy: as the twin above
 
-        twin = make_twin(config.site, data_root=Path(config.data_root), record=True, **site_env_options(config))
+        twin = make_twin(site, data_root=Path(config.data_root), record=True, **site_env_options(config))
         return TwinGymEnv(twin)
     if config.name == IQUITOS:
         try:
@@ -202,7 +224,7 @@ def _make_gym_env(config: EnvConfig, *, evaluation: bool = False) -> gym.Env:
                 "the Iquitos site needs CityLearn, which is not installed: pip install --no-deps -r "
                 "requirements-nodeps.lock (citylearn 3.0.2; its declared dependencies would break torch)"
             ) from None
-        return make_iquitos_env(config.site, data_root=Path(config.data_root), **site_env_options(config))
+        return make_iquitos_env(site, data_root=Path(config.data_root), **site_env_options(config))
     kwargs = {} if config.max_episode_steps is None else {"max_episode_steps": config.max_episode_steps}
     try:
         return gym.make(config.name, **kwargs)
@@ -213,8 +235,9 @@ def _make_gym_env(config: EnvConfig, *, evaluation: bool = False) -> gym.Env:
         ) from None
 
 
-def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
-    """The TorchRL env of ``config`` on the CPU; ``evaluation`` picks the evaluation seed stream.
+def make_env(config: EnvConfig, *, evaluation: bool = False, selection: bool = False) -> EnvBase:
+    """The TorchRL env of ``config`` on the CPU; ``evaluation`` picks the evaluation seed stream, ``selection``
+    (with ``evaluation``) the evaluation env of the selection year (``validation_site_seed``).
 
     With ``backend="twin"`` the training env is the batched twin (``num_envs`` envs); an
     evaluation env is CityLearn unless ``eval_backend`` is ``"twin"``. With ``num_workers`` > 1 this is the
@@ -238,6 +261,11 @@ def make_env(config: EnvConfig, *, evaluation: bool = False) -> EnvBase:
             reward_baseline=config.reward_baseline,
             **site_env_options(config),
         )
+    if selection:
+        if not evaluation or config.validation_site_seed is None:
+            raise ValueError("a selection env is an evaluation env of a run with a validation_site_seed")
+        year = site_year(config.site, config.validation_site_seed)
+        return _make_single_env(config, config.eval_seed, evaluation=True, site=year)
     return _make_single_env(config, config.eval_seed if evaluation else config.seed, evaluation=evaluation)
 
 
@@ -306,8 +334,11 @@ def _make_worker_env(config: EnvConfig, base_seed: int) -> EnvBase:
     return _make_single_env(config, base_seed)
 
 
-def _make_single_env(config: EnvConfig, base_seed: int, *, evaluation: bool = False) -> EnvBase:
-    seeding = EpisodeSeeding(FiniteValues(_make_gym_env(config, evaluation=evaluation), config.name), base_seed)
+def _make_single_env(
+    config: EnvConfig, base_seed: int, *, evaluation: bool = False, site: str | SiteConfig | None = None
+) -> EnvBase:
+    gym_env = _make_gym_env(config, evaluation=evaluation, site=site)
+    seeding = EpisodeSeeding(FiniteValues(gym_env, config.name), base_seed)
     if is_flat_box_env(seeding):
         return FlatGymEnv(seeding)  # the Iquitos site, Pendulum...: one layer instead of four (envs/gym_env.py)
     return general_torchrl_env(seeding)

@@ -95,6 +95,9 @@ class RunSpec:
     forecasts: str = PAST_DAYS  # what the agent knew of the coming hours (env.forecasts)
     train_site_seeds: tuple[int, ...] | None = None  # the site years it trained on (None: the evaluation year)
     starts_from: str = "scratch"  # "scratch", or the hand-written prior its residual layout acts around
+    # the site year whose evaluations chose the reported policy (env.validation_site_seed; None: the final policy)
+    selection_seed: int | None = None
+    tested_on: str | None = None  # with a selection year: the simulator of the final test of best.ckpt
 
     @property
     def name(self) -> str:
@@ -102,6 +105,9 @@ class RunSpec:
 
     @property
     def report_json(self) -> Path:
+        """The run's KPI row: the fit's last evaluation, or with a selection year the test of ``best.ckpt``."""
+        if self.tested_on is not None:
+            return self.run_dir / "report" / f"test-{self.tested_on}" / "kpis.json"
         return self.run_dir / "report" / "kpis.json"
 
     @property
@@ -113,6 +119,8 @@ class RunSpec:
         if not self.report_json.exists():
             return False
         row = json.loads(self.report_json.read_text())
+        if self.tested_on is not None:  # a final test runs only once the budget is trained (final_evaluation.py)
+            return row.get("stage") == "test" and "co2_kg" in row
         return int(row.get("frames_done") or 0) >= self.frame_budget and "co2_kg" in row
 
 
@@ -222,7 +230,13 @@ def plan_runs(
             years = tuple(int(year) for year in yaml.safe_load(str(years))) if years not in (None, "null") else None
             layout = str(env_setting(path, agent_overrides, "actions", "per_socket"))
             prior = f"prior: {layout}" if layout in PRIOR_LAYOUTS else "scratch"
-            specs.append(RunSpec(agent, seed, path, run_dir, budget, tuple(overrides), information, years, prior))
+            selection = env_setting(path, agent_overrides, "validation_site_seed", None)
+            selection = None if selection in (None, "null") else int(selection)
+            tested_on = None if selection is None else profile_eval_backend(path, agent_overrides)
+            if tested_on is not None:  # the row is best.ckpt's test, on the simulator the evaluations ran on
+                overrides += [f"--final_test.backend={tested_on}", "--final_test.policy=best"]
+            found = (information, years, prior, selection, tested_on)
+            specs.append(RunSpec(agent, seed, path, run_dir, budget, tuple(overrides), *found))
     return specs
 
 
@@ -459,10 +473,11 @@ REFERENCE_INFORMATION = {
 
 def trained_on(spec: RunSpec, evaluation_seed: int) -> str:
     """The site years (seeds) a run trained on, said plainly when one of them is the evaluation year."""
+    chosen = "" if spec.selection_seed is None else f"; chosen on {spec.selection_seed}"
     if spec.train_site_seeds is None:
-        return f"{evaluation_seed} (the evaluation year)"
+        return f"{evaluation_seed} (the evaluation year){chosen}"
     years = ", ".join(str(seed) for seed in spec.train_site_seeds)
-    return years + (" (incl. the evaluation year)" if evaluation_seed in spec.train_site_seeds else "")
+    return years + (" (incl. the evaluation year)" if evaluation_seed in spec.train_site_seeds else "") + chosen
 
 
 def add_information_columns(table: pd.DataFrame, specs: list[RunSpec], evaluation_seed: int) -> None:
@@ -512,7 +527,9 @@ def _comparison_report(markdown: str, metadata: dict, references: dict, table: p
         "`trained on` gives the site years (seeds of the same profile: mall noise, cloudiness and EV sessions "
         "drawn afresh) each agent trained on, `knew ahead` what it saw of the coming hours' PV and mall load "
         "(`past_days`: the mean of the same hour on the previous 3 days, what a site has; `oracle`: the true "
-        "series). Prices and the calendar are a published schedule, known to every row.",
+        "series). Prices and the calendar are a published schedule, known to every row. `chosen on N`: the row's "
+        "policy is the run's evaluation that scored best on site seed N (a year it neither trained on nor reports: "
+        "`best.ckpt`, tested on the reported year); other rows report the policy at the end of the budget.",
         f"- Agents: mean ± std over seeds of one deterministic evaluation episode of the full year on {simulator}.",
         "- Gap closed = (value - rule_based) / (optimum - rule_based) on this objective: 0 % is the rule-based "
         "controller, 100 % the optimum, below 0 worse than the rule.",

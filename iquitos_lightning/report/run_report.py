@@ -29,11 +29,14 @@ CO2_KPI = "co2_kg"
 
 
 # The evaluation KPIs drawn under the return, when the evaluation env is the site: (key, axis label, scale).
+SELECTION_SCORE = "selection_score"  # an evaluation's select/score (agents/selection.py), when the run selects
 CURVE_KPIS = (
     (CO2_KPI, "CO2 [t]", 1e-3),
     ("cost", "energy cost [k currency]", 1e-3),
     ("peak_import_kw", "peak grid import [kW]", 1.0),
     ("tariff_cost", "tariff bill [k currency]", 1e-3),
+    # the selection year's score of each evaluation (env.validation_site_seed; the best one is best.ckpt)
+    (SELECTION_SCORE, "selection-year score", 1.0),
 )
 
 
@@ -72,6 +75,10 @@ def plot_learning_curve(
         axis = axes[row, 0]
         points = [(evaluation["frames"], evaluation[kpi] * scale) for evaluation in evaluations if kpi in evaluation]
         axis.plot(*zip(*points, strict=True), color=f"C{row + 1}", lw=1.6, marker="o")
+        if kpi == SELECTION_SCORE:
+            best = max(points, key=lambda point: point[1])  # the first of equal scores, as best.ckpt keeps it
+            axis.plot(*best, marker="*", markersize=16, color="black", ls="none", label="best.ckpt")
+            axis.legend(frameon=False)
         axis.set_ylabel(label)
         axis.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("environment frames")

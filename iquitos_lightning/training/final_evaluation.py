@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import lightning.pytorch as pl
 
@@ -20,7 +21,7 @@ from iquitos_lightning.envs.objectives import TARIFF, THESIS
 from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.report.comparison import gap_closed_pct
 from iquitos_lightning.site.config import load_site_config
-from iquitos_lightning.training.callbacks import RunReport
+from iquitos_lightning.training.callbacks import BestCheckpoint, RunReport
 from iquitos_lightning.training.callbacks.report import report_dir
 
 RESULTS = Path("results")  # where `baselines` writes results/<site>/baselines.json (compare's default too)
@@ -29,28 +30,73 @@ RESULTS = Path("results")  # where `baselines` writes results/<site>/baselines.j
 OBJECTIVE_VALUE = {TARIFF: ("tariff_cost", "bill"), THESIS: ("thesis_return", "return")}
 
 
+FINAL, BEST = "final", "best"
+POLICIES = (FINAL, BEST)
+
+
 @dataclass
 class FinalTest:
     """What ``fit`` runs once training has reached its budget."""
 
-    backend: str | None = None  # "citylearn" or "twin": test the final policy on this simulator (None: no test)
+    backend: str | None = None  # "citylearn" or "twin": test the policy on this simulator (None: no test)
+    # which policy: "final" (the weights at the end of the budget) or "best" (best.ckpt: the best evaluation on the
+    # selection year, env.validation_site_seed; training/callbacks/best_checkpoint.py)
+    policy: str = FINAL
 
     def __post_init__(self) -> None:
         if self.backend is not None and self.backend not in BACKENDS:
             raise ConfigError(f"final_test.backend must be one of {BACKENDS} or null, got {self.backend!r}")
+        if self.policy not in POLICIES:
+            raise ConfigError(f"final_test.policy must be one of {POLICIES}, got {self.policy!r}")
 
 
-def run_final_test(trainer: pl.Trainer, model: pl.LightningModule, backend: str) -> bool:
-    """``trainer.test`` of ``model`` on ``backend`` when the fit ran to its budget; True when it ran."""
+def refuse_best_without_selection(final_test: Any, model: Any) -> None:
+    """``final_test.policy: best`` on a run without a selection year is refused before anything is built."""
+    if getattr(final_test, "backend", None) is None or getattr(final_test, "policy", FINAL) != BEST:
+        return
+    env = _setting(_setting(model, "init_args"), "env")
+    if _setting(env, "validation_site_seed") is None:
+        raise ConfigError(
+            "final_test.policy best tests the best evaluation on a selection year: set "
+            "model.init_args.env.validation_site_seed (a site seed the run neither trains on nor reports), or use "
+            "final_test.policy final"
+        )
+
+
+def _setting(config: Any, key: str) -> Any:
+    """``config[key]`` of a dict or a jsonargparse namespace (None when absent)."""
+    if config is None:
+        return None
+    return config.get(key) if isinstance(config, dict) else getattr(config, key, None)
+
+
+def best_checkpoint_path(trainer: pl.Trainer) -> str | None:
+    """The file of the best evaluation on the selection year so far (None: no selection ran)."""
+    for callback in trainer.callbacks:
+        if isinstance(callback, BestCheckpoint) and callback.best_model_path:
+            return callback.best_model_path
+    return None
+
+
+def run_final_test(trainer: pl.Trainer, model: pl.LightningModule, backend: str, policy: str = FINAL) -> bool:
+    """``trainer.test`` on ``backend`` of the final policy, or of ``best.ckpt`` with ``policy="best"``, when the fit
+    ran to its budget; True when it ran."""
     if not isinstance(model, RLAgent) or trainer.interrupted or model.frames_done < model.frame_budget:
         return False
+    checkpoint = best_checkpoint_path(trainer) if policy == BEST else None
+    if policy == BEST and checkpoint is None:
+        print("final_test.policy best: no evaluation scored a selection year; testing the final policy", flush=True)
+    trained = model.frames_done
     model.evaluate_on(backend)
     for callback in trainer.callbacks:
         if isinstance(callback, RunReport):
             folder = Path(callback.dirpath) if callback.dirpath else report_dir(trainer)
             callback.dirpath = str(folder / f"test-{backend}")
-    print(f"training reached its budget: testing the final policy on {backend} (one evaluation year) ...", flush=True)
-    trainer.test(model, verbose=False)
+    which = f"the best policy on the selection year ({checkpoint})" if checkpoint else "the final policy"
+    print(f"training reached its budget: testing {which} on {backend} (one evaluation year) ...", flush=True)
+    trainer.test(model, ckpt_path=checkpoint, verbose=False)
+    if checkpoint is not None:
+        print(f"the tested policy is the one after {model.frames_done:,} of the {trained:,} frames trained", flush=True)
     row = model.test_kpi_row()
     if row is not None:
         print(f"final test on {backend}: {final_figures(row)}", flush=True)

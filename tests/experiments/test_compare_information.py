@@ -39,3 +39,25 @@ def test_an_oracle_entry_is_the_profile_with_oracle_forecasts_and_rows_say_what_
     assert residual[0].train_site_seeds == (2030, 2031, 2032, 2033)  # the card's SAC trains on other years
     with pytest.raises(CompareError, match="forecast kind"):
         plan_runs(TINY, ["ppo+tomorrow"], 1, 100, "cpu", tmp_path)
+
+
+def test_a_row_with_a_selection_year_reports_its_best_checkpoints_test_and_says_where_it_was_chosen(
+    tmp_path: Path,
+) -> None:
+    chosen = "model.init_args.env.validation_site_seed=2034"
+    plain, selecting = plan_runs(TINY, ["ppo", "sac"], 1, 100, "cpu", tmp_path, [f"sac:{chosen}"])
+    assert "--final_test.backend=null" in plain.overrides and plain.selection_seed is None
+    assert plain.report_json == plain.run_dir / "report" / "kpis.json"  # the fit's last evaluation
+    # the later flags win: best.ckpt is tested on the simulator the evaluations ran on (the card's SAC: the twin)
+    assert selecting.overrides[-2:] == ("--final_test.backend=twin", "--final_test.policy=best")
+    assert (selecting.selection_seed, selecting.tested_on) == (2034, "twin")
+    report = selecting.run_dir / "report" / "test-twin" / "kpis.json"
+    assert selecting.report_json == report and not selecting.finished()
+    report.parent.mkdir(parents=True)
+    report.write_text('{"stage": "test", "frames_done": 40, "co2_kg": 1.0}')  # best.ckpt's frames, under budget
+    assert selecting.finished()
+    table = pd.DataFrame(
+        {"objective_value": [1.0, 2.0], "seeds": [0, 0], "ev_served": [True, True]}, index=["ppo", "sac"]
+    )
+    add_information_columns(table, [plain, selecting], evaluation_seed=7)
+    assert table.loc["sac", "trained_on"] == "2030, 2031, 2032, 2033; chosen on 2034"

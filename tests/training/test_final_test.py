@@ -1,20 +1,29 @@
-"""``final_test.backend``: a twin fit ends with a test of the policy on CityLearn (training/final_evaluation.py)."""
+"""``final_test``: a twin fit ends with a test of the policy on CityLearn (training/final_evaluation.py); with a
+selection year, of the policy whose evaluation scored best on a year the run neither trains on nor reports
+(``env.validation_site_seed``, ``final_test.policy: best``: agents/selection.py, training/callbacks/best_checkpoint.py).
+"""
 
 from __future__ import annotations
 
+import csv
 import json
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from iquitos_lightning.agents import RLAgent
 from iquitos_lightning.cli import IquitosLightningCLI, run_lightning_cli
 from iquitos_lightning.control.baselines import REFERENCES_VERSION
+from iquitos_lightning.envs.factory import EnvConfig
 from iquitos_lightning.site.config import load_site_config
 from iquitos_lightning.training.final_evaluation import FinalTest, gap_line, run_final_test
 
 REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "configs" / "site" / "tiny.yaml"  # site seed 7: the evaluation year
+SELECTION_SEED = 8
+EVERY_56 = ["--model.init_args.rollout.frame_budget=336", "--model.init_args.rollout.eval_every_frames=56"]
 TWIN_FLEET = [
     "--model.init_args.env.backend=twin",
     "--model.init_args.env.num_envs=4",
@@ -71,15 +80,63 @@ def test_an_unknown_backend_is_refused():
 
 
 def test_the_gap_line_reads_this_sites_references_and_only_those(tmp_path):
-    tiny = REPO / "configs" / "site" / "tiny.yaml"
-    folder = tmp_path / load_site_config(tiny).name
+    folder = tmp_path / load_site_config(TINY).name
     folder.mkdir()
     tariff = {"rule_based": {"tariff_cost": 1000.0}, "optimum_tariff": {"tariff_cost": 600.0}}
-    references = {"site_config_hash": load_site_config(tiny).content_hash(), "references_version": REFERENCES_VERSION,
+    references = {"site_config_hash": load_site_config(TINY).content_hash(), "references_version": REFERENCES_VERSION,
                   "objectives": {"tariff": tariff}}  # fmt: skip
     (folder / "baselines.json").write_text(json.dumps(references))
-    line = gap_line({"tariff_cost": 700.0}, tiny, "tariff", results=tmp_path)
+    line = gap_line({"tariff_cost": 700.0}, TINY, "tariff", results=tmp_path)
     assert line is not None and line.startswith("75.0 % of the rule-to-optimum gap on tariff (rule-based bill 1,000")
     (folder / "baselines.json").write_text(json.dumps(references | {"site_config_hash": "another site"}))
-    assert gap_line({"tariff_cost": 700.0}, tiny, "tariff", results=tmp_path) is None  # stale: no figure at all
-    assert gap_line({"tariff_cost": 700.0}, tiny, "tariff", results=tmp_path / "none") is None
+    assert gap_line({"tariff_cost": 700.0}, TINY, "tariff", results=tmp_path) is None  # stale: no figure at all
+    assert gap_line({"tariff_cost": 700.0}, TINY, "tariff", results=tmp_path / "none") is None
+
+
+def _evaluations(run: Path) -> list[dict[str, float]]:
+    with (run / "report" / "evaluations.csv").open() as rows:
+        return [{key: float(value) for key, value in row.items() if value} for row in csv.DictReader(rows)]
+
+
+def test_the_final_test_reports_the_policy_best_on_the_selection_year_as_the_evaluation_year_billed_it(tmp_path):
+    selection = f"--model.init_args.env.validation_site_seed={SELECTION_SEED}"
+    assert _fit(tmp_path, *EVERY_56, selection, "--final_test.backend=twin", "--final_test.policy=best") == 0
+    run = tmp_path / "smoke"
+    evaluations = _evaluations(run)
+    assert len(evaluations) == 6 and all("selection_score" in row for row in evaluations)
+    best = max(evaluations, key=lambda row: row["selection_score"])  # the first of equal scores
+    assert best["frames"] < 336  # the seed makes this a real choice: not the last policy
+    saved = torch.load(run / "checkpoints" / "best.ckpt", weights_only=False)
+    assert saved["rl_state"]["frames_done"] == best["frames"]
+    # the selection year is another year: its bills are not the evaluation year's
+    assert all(-row["selection_score"] != pytest.approx(row["tariff_cost"], rel=1e-3) for row in evaluations)
+    tested = json.loads((run / "kpis.json").read_text())
+    assert tested["frames_trained"] == best["frames"]
+    # deterministic policy, same weights, same year: the test repeats that evaluation's bill (logged in float32)
+    assert tested["tariff_cost"] == pytest.approx(best["tariff_cost"], rel=1e-6)
+    assert tested["tariff_cost"] != pytest.approx(evaluations[-1]["tariff_cost"], rel=1e-6)  # not the final policy
+
+
+def test_without_a_selection_year_nothing_is_selected_and_best_is_refused(tmp_path, capsys):
+    assert _fit(tmp_path, *EVERY_56) == 0
+    run = tmp_path / "smoke"
+    assert not (run / "checkpoints" / "best.ckpt").exists()
+    assert all("selection_score" not in row for row in _evaluations(run))
+    capsys.readouterr()
+    assert _fit(tmp_path / "again", "--final_test.backend=twin", "--final_test.policy=best") == 2
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said[-1].startswith("error: final_test.policy best tests the best evaluation on a selection year")
+    assert not (tmp_path / "again" / "smoke").exists()  # refused before anything was built
+
+
+def test_a_selection_year_must_be_neither_trained_on_nor_the_reported_year():
+    base = {"site": str(TINY), "backend": "twin", "eval_backend": "twin"}
+    EnvConfig(**base, validation_site_seed=SELECTION_SEED, train_site_seeds=[9, 10])
+    with pytest.raises(ValueError, match="also a training year"):
+        EnvConfig(**base, validation_site_seed=9, train_site_seeds=[9, 10])
+    with pytest.raises(ValueError, match="the site's own year"):
+        EnvConfig(**base, validation_site_seed=7)
+    with pytest.raises(ValueError, match="needs the Iquitos site"):
+        EnvConfig(name="Pendulum-v1", validation_site_seed=SELECTION_SEED)
+    with pytest.raises(Exception, match="final_test.policy must be one of"):
+        FinalTest(backend="twin", policy="last")

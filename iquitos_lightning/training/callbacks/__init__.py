@@ -6,6 +6,7 @@ without it gets the generic behaviour). Usage: ``docs/callbacks.md``; public nam
 :mod:`iquitos_lightning.callbacks`.
 """
 
+from iquitos_lightning.training.callbacks.best_checkpoint import BestCheckpoint
 from iquitos_lightning.training.callbacks.frame_checkpoint import FrameCheckpoint
 from iquitos_lightning.training.callbacks.health import LearningHealth
 from iquitos_lightning.training.callbacks.oom import OOM_EXIT_CODE, OutOfMemoryHandler, exit_on_out_of_memory
@@ -16,6 +17,7 @@ from iquitos_lightning.training.callbacks.vram import VRAMMonitor
 
 __all__ = [
     "OOM_EXIT_CODE",
+    "BestCheckpoint",
     "FrameCheckpoint",
     "LearningHealth",
     "OutOfMemoryHandler",

@@ -40,7 +40,8 @@ from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.utilities import rank_zero_info
 
 from iquitos_lightning.agents.contract import FrameCounting, ReportsKpis, frames_done
-from iquitos_lightning.report.run_report import write_kpi_row, write_run_report
+from iquitos_lightning.agents.selection import SELECTION_METRIC
+from iquitos_lightning.report.run_report import SELECTION_SCORE, write_kpi_row, write_run_report
 
 KPI_ROW_FILE = "kpis.json"  # <logger root>/kpis.json: the agent's KPI row after `test`
 HEALTH_PREFIX = "health/"
@@ -104,6 +105,9 @@ class RunReport(pl.Callback):
             return
         frames = frames_done(pl_module)
         evaluation = {"frames": float(trainer.global_step if frames is None else frames), **evaluation}
+        score = trainer.callback_metrics.get(SELECTION_METRIC)
+        if score is not None:
+            evaluation[SELECTION_SCORE] = float(score)
         self.evaluations.append(evaluation)
         self._log_kpi_table(trainer, "val", evaluation)
 
