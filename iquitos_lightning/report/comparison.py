@@ -24,6 +24,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from iquitos_lightning.report.plots import save_figure  # noqa: E402
+from iquitos_lightning.report.run_report import SELECTION_SCORE  # noqa: E402
 from iquitos_lightning.report.tables import column_label, format_value  # noqa: E402
 
 REFERENCES = ("uncontrolled", "rule_based", "optimum")  # the rows of a reference table made before the objectives
@@ -187,7 +188,8 @@ def plot_learning_curves(
 ) -> Path:
     """The evaluations during training of every run over env frames (one colour per agent row): the value of the
     objective, CO2, energy cost and peak import; the references of ``references`` (a :func:`comparison_rows`
-    table) as horizontal lines, so a curve reads against the rule-based controller and the optimum."""
+    table) as horizontal lines, so a curve reads against the rule-based controller and the optimum; a run with a
+    selection year has its chosen evaluation starred."""
     objective = references.attrs.get("objective", "thesis") if references is not None else "thesis"
     figure, axes = plt.subplots(len(CURVE_PANELS), 1, figsize=(10, 3 * len(CURVE_PANELS)), sharex=True)
     colours: dict[str, str] = {}
@@ -198,6 +200,11 @@ def plot_learning_curves(
             if column in curve:
                 values = curve[column] * scale
                 axis.plot(curve["frames"], values, color=colour, marker=".", lw=1.2, alpha=0.8, label=agent)
+        if SELECTION_SCORE in curve and curve[SELECTION_SCORE].notna().any():
+            chosen = curve.loc[curve[SELECTION_SCORE].idxmax()]  # the first best, as best.ckpt keeps it
+            column, _, scale = CURVE_PANELS[0]
+            axes[0].plot(chosen["frames"], chosen[column] * scale, marker="*", ms=13, color=colour, mec="black",
+                         ls="none", label="chosen on the selection year")  # fmt: skip
     if references is not None:
         lines = {"rule_based": ":", "tariff_rule": "-.", f"optimum_{objective}": "--"}
         for axis, (column, _, scale) in zip(axes, CURVE_PANELS, strict=True):
