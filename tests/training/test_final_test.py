@@ -98,10 +98,20 @@ def _evaluations(run: Path) -> list[dict[str, float]]:
         return [{key: float(value) for key, value in row.items() if value} for row in csv.DictReader(rows)]
 
 
-def test_the_final_test_reports_the_policy_best_on_the_selection_year_as_the_evaluation_year_billed_it(tmp_path):
+@pytest.fixture(scope="module")
+def selecting_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 336-frame fit evaluated every 56 frames with a selection year, ending with the test of ``best.ckpt``."""
+    root = tmp_path_factory.mktemp("selecting")
     selection = f"--model.init_args.env.validation_site_seed={SELECTION_SEED}"
-    assert _fit(tmp_path, *EVERY_56, selection, "--final_test.backend=twin", "--final_test.policy=best") == 0
-    run = tmp_path / "smoke"
+    sys.argv = sys.argv[:1]  # (module-scoped: the autouse argv fixture is not active yet)
+    assert _fit(root, *EVERY_56, selection, "--final_test.backend=twin", "--final_test.policy=best") == 0
+    return root / "smoke"
+
+
+def test_the_final_test_reports_the_policy_best_on_the_selection_year_as_the_evaluation_year_billed_it(
+    selecting_run: Path,
+) -> None:
+    run = selecting_run
     evaluations = _evaluations(run)
     assert len(evaluations) == 6 and all("selection_score" in row for row in evaluations)
     best = max(evaluations, key=lambda row: row["selection_score"])  # the first of equal scores
@@ -117,11 +127,19 @@ def test_the_final_test_reports_the_policy_best_on_the_selection_year_as_the_eva
     assert tested["tariff_cost"] != pytest.approx(evaluations[-1]["tariff_cost"], rel=1e-6)  # not the final policy
 
 
-def test_without_a_selection_year_nothing_is_selected_and_best_is_refused(tmp_path, capsys):
-    assert _fit(tmp_path, *EVERY_56) == 0
+def test_without_a_selection_year_nothing_is_selected_training_is_the_same_and_best_is_refused(
+    tmp_path, capsys, selecting_run: Path
+):
+    budget, at_the_end = EVERY_56[0], "--model.init_args.rollout.eval_every_frames=336"
+    assert _fit(tmp_path, budget, at_the_end) == 0  # one evaluation, of the evaluation year only
     run = tmp_path / "smoke"
     assert not (run / "checkpoints" / "best.ckpt").exists()
-    assert all("selection_score" not in row for row in _evaluations(run))
+    assert [set(row) & {"selection_score"} for row in _evaluations(run)] == [set()]
+    # evaluating (two years, six times) runs under a forked RNG: the training is the same, weight for weight
+    trained = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
+    selecting = torch.load(selecting_run / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
+    assert trained.keys() == selecting.keys()
+    assert all(torch.equal(trained[name], selecting[name]) for name in trained)
     capsys.readouterr()
     assert _fit(tmp_path / "again", "--final_test.backend=twin", "--final_test.policy=best") == 2
     said = capsys.readouterr().err.strip().splitlines()
