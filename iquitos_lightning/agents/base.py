@@ -17,7 +17,8 @@ the same and easy to get subtly wrong, so it lives here once, each concern in it
   separate env with fixed seeds, under a forked RNG so evaluating never changes training; the
   return is logged, plus the site KPIs (:mod:`iquitos_lightning.metrics.kpis`) when the env is the
   Iquitos site; after ``test`` the agent's KPI row is :meth:`RLAgent.test_kpi_row` (the run report
-  writes it).
+  writes it). With a selection year (``env.validation_site_seed``) each validation also scores that year
+  (``select/*``, :mod:`.selection`): what picks ``best.ckpt``, never the evaluation year itself.
 - **Update step**: agents call :meth:`RLAgent.run_update`, which runs their ``update`` through the
   fast-path switches planned once per fit (:mod:`.speed`), and step their optimizers through
   :meth:`RLAgent.apply_gradients`, which skips an update whose loss or gradient is non-finite (:mod:`.guards`).
