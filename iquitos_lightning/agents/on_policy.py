@@ -28,14 +28,13 @@ from iquitos_lightning.agents.networks import (
     make_actor,
     make_state_value,
     orthogonal_init,
-    zero_policy_mean,
 )
 from iquitos_lightning.agents.reward_normalizer import RewardNormalizer
 from iquitos_lightning.agents.speed import SpeedConfig
 from iquitos_lightning.envs.factory import EnvConfig
 from iquitos_lightning.errors import ConfigError
 
-INITIALISATIONS = ("orthogonal", "default", "zero_mean")
+INITIALISATIONS = ("orthogonal", "default")
 
 
 def critic_and_entropy(entropy_coef: float, critic_coef: float) -> dict[str, Any]:
@@ -84,10 +83,7 @@ class OnPolicyAgent(RLAgent):
             Gaussian whose samples the env clips, CleanRL's and SB3's; why A2C wants it: networks.make_actor).
         initialisation: "orthogonal" (CleanRL's ``layer_init``: gain sqrt(2) hidden, 0.01 policy output, 1 value
             output) or "default" (torch's own; measured on the tariff twin with ``reward_scale`` 0.05 and no
-            normalisation, it closed 33.5 % of the gap at 524k frames; orthogonal + normalisation 18.4 %) or
-            "zero_mean" (torch's own with the policy's output layer zeroed: the mean action is 0 at every state, so
-            no action dimension starts pushed towards a bound; why: an A2C whose untrained battery mean is positive
-            keeps a full battery and never learns, docs/experiments.md, session 19).
+            normalisation, it closed 33.5 % of the gap at 524k frames; orthogonal + normalisation 18.4 %).
         speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
 
@@ -145,8 +141,6 @@ class OnPolicyAgent(RLAgent):
         if initialisation == "orthogonal":
             orthogonal_init(self.actor, POLICY_OUTPUT_GAIN)
             orthogonal_init(self.critic, VALUE_OUTPUT_GAIN)
-        if initialisation == "zero_mean":
-            zero_policy_mean(self.actor)
         self.advantage_module = GAE(gamma=gamma, lmbda=gae_lambda, value_network=self.critic, average_gae=False)
         self._gradient_norms = []
 

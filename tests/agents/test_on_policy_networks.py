@@ -9,7 +9,6 @@ import lightning.pytorch as pl
 import pytest
 import torch
 from agents_testkit import cpu_trainer
-from tensordict import TensorDict
 from torch import nn
 from torchrl.envs import ExplorationType, set_exploration_type
 
@@ -56,21 +55,6 @@ def test_actor_and_critic_are_orthogonal_with_cleanrls_gains_and_a_learned_log_s
     assert first["loc"].abs().max() == 0  # zero observation, zero biases
     assert second["loc"].abs().max() < 0.5  # gain 0.01: near 0 for any observation
     assert log_std[0] in set(agent.loss_module.parameters())  # learned with the rest
-
-
-@pytest.mark.parametrize("policy_scale", ["parameter", "state"])
-def test_a_zero_mean_start_acts_0_at_every_state_and_keeps_torchs_hidden_layers(policy_scale: str) -> None:
-    torch.manual_seed(0)
-    default = A2C(env=SITE, rollout=ROLLOUT, hidden_sizes=(32,), initialisation="default", policy_scale=policy_scale)
-    torch.manual_seed(0)
-    zeroed = A2C(env=SITE, rollout=ROLLOUT, hidden_sizes=(32,), initialisation="zero_mean", policy_scale=policy_scale)
-    size = zeroed.train_env.observation_spec["observation"].shape[-1]
-    states = TensorDict({"observation": torch.randn(50, size) * 3}, batch_size=[50])  # 50 random states
-    loc = zeroed.actor(states.clone())["loc"]
-    assert loc.shape == (50, zeroed.train_env.action_spec.shape[-1]) and not loc.any()  # 0 at every state
-    assert default.actor(states.clone())["loc"].abs().min() > 0  # torch's init alone is not
-    for layer, same in zip(linear_layers(zeroed.actor)[:-1], linear_layers(default.actor)[:-1], strict=True):
-        torch.testing.assert_close(layer.weight, same.weight, rtol=0, atol=0)  # hidden layers: torch's own
 
 
 def test_a_state_dependent_scale_is_an_option_and_a_bad_value_is_refused_naming_the_key():
