@@ -103,7 +103,7 @@ def test_budget_rounds_up_to_whole_rollouts_and_bad_arguments_are_refused(tmp_pa
     per_agent = plan_runs(TINY, ["a2c", "ppo"], 1, {"a2c": 30, "ppo": 3000}, "per_socket_cpu", tmp_path)
     assert [spec.frame_budget for spec in per_agent] == [48, 5840]  # ppo_per_socket_cpu rollouts are 2,920 frames
     card = plan_runs(TINY, ["a2c", "ppo"], 1, 100, "cpu", tmp_path)
-    assert [spec.frame_budget for spec in card] == [512, 8192]  # the card's twin profiles: rollouts of 512 and 8,192
+    assert [spec.frame_budget for spec in card] == [1024, 8192]  # the card's twin profiles: rollouts of 1,024 and 8,192
     with pytest.raises(CompareError, match="unknown agent"):
         plan_runs(TINY, ["dqn"], 1, 100, "cpu", tmp_path)
     with pytest.raises(CompareError, match="no training profile"):
