@@ -57,7 +57,7 @@ SAC_CPU_UPDATES_PER_S_SMALL = (60.0, 120.0)
 SMALL_WIDTH = 64
 
 
-def _value(section: Any, key: str) -> Any:
+def config_value(section: Any, key: str) -> Any:
     """A key of a config section, whether jsonargparse gave a Namespace or a dict."""
     return section.get(key) if isinstance(section, Mapping) else getattr(section, key, None)
 
@@ -68,14 +68,14 @@ def cpu_duration_hint(model: Any) -> str:
     Why: run on the CPU, the RTX 4060 SAC profile became a 5 h 44 min run that nobody asked for; the refusal
     says what the user would have waited for. The estimate counts SAC's updates only (its learner sets the pace).
     """
-    init_args = _value(model, "init_args") or {}
-    frames = _value(_value(init_args, "rollout") or {}, "frame_budget")
+    init_args = config_value(model, "init_args") or {}
+    frames = config_value(config_value(init_args, "rollout") or {}, "frame_budget")
     if not frames:
         return ""
     hint = f" (it asks for {int(frames):,} frames"
-    if str(_value(model, "class_path") or "").endswith("SAC"):
-        updates = int(frames) * float(_value(init_args, "updates_per_frame") or 1.0)
-        widths = [int(width) for width in _value(init_args, "hidden_sizes") or [256]]
+    if str(config_value(model, "class_path") or "").endswith("SAC"):
+        updates = int(frames) * float(config_value(init_args, "updates_per_frame") or 1.0)
+        widths = [int(width) for width in config_value(init_args, "hidden_sizes") or [256]]
         small = max(widths) <= SMALL_WIDTH
         rates = SAC_CPU_UPDATES_PER_S_SMALL if small else SAC_CPU_UPDATES_PER_S
         fast, slow = (updates / rate / 3600 for rate in sorted(rates, reverse=True))

@@ -19,6 +19,7 @@ from iquitos_lightning.agents import RLAgent
 from iquitos_lightning.envs.factory import BACKENDS, IQUITOS
 from iquitos_lightning.envs.objectives import TARIFF, THESIS
 from iquitos_lightning.errors import ConfigError
+from iquitos_lightning.profile.devices import config_value
 from iquitos_lightning.report.comparison import gap_closed_pct
 from iquitos_lightning.site.config import load_site_config
 from iquitos_lightning.training.callbacks import BestCheckpoint, RunReport
@@ -54,20 +55,13 @@ def refuse_best_without_selection(final_test: Any, model: Any) -> None:
     """``final_test.policy: best`` on a run without a selection year is refused before anything is built."""
     if getattr(final_test, "backend", None) is None or getattr(final_test, "policy", FINAL) != BEST:
         return
-    env = _setting(_setting(model, "init_args"), "env")
-    if _setting(env, "validation_site_seed") is None:
+    env = config_value(config_value(model, "init_args") or {}, "env") or {}
+    if config_value(env, "validation_site_seed") is None:
         raise ConfigError(
             "final_test.policy best tests the best evaluation on a selection year: set "
             "model.init_args.env.validation_site_seed (a site seed the run neither trains on nor reports), or use "
             "final_test.policy final"
         )
-
-
-def _setting(config: Any, key: str) -> Any:
-    """``config[key]`` of a dict or a jsonargparse namespace (None when absent)."""
-    if config is None:
-        return None
-    return config.get(key) if isinstance(config, dict) else getattr(config, key, None)
 
 
 def best_checkpoint_path(trainer: pl.Trainer) -> str | None:
