@@ -87,6 +87,26 @@ def test_smoke_fit_on_the_tiny_site_then_test_writes_the_kpi_row(tmp_path, recwa
     assert abs(row["energy_balance_max_error_kw"]) < 1e-3
 
 
+def test_a_bf16_mixed_fit_evaluates_in_full_precision(tmp_path):
+    """bf16-mixed (the SAC GPU profiles' precision; typed here, so it also runs on a CPU) casts validation_step;
+    the evaluation turns autocast off, as the collector runs, so the env gets float32 actions (bf16 ones crashed)."""
+    code = run_lightning_cli(
+        [
+            "fit",
+            "--config",
+            SMOKE,
+            *_into(tmp_path),
+            "--trainer.precision",
+            "bf16-mixed",
+            "--trainer.accelerator",
+            "cpu",
+        ]
+    )
+    assert code == 0
+    metrics = (tmp_path / "smoke" / "version_0" / "metrics.csv").read_text()
+    assert "val/episode_return" in metrics and "val/kpi/grid_import_kwh" in metrics
+
+
 def test_a_budget_shorter_than_the_checkpoint_period_still_ends_with_a_checkpoint(tmp_path):
     code = run_lightning_cli(["fit", "--config", SMOKE, *_into(tmp_path), "--checkpoint.every_n_frames", "100000"])
     assert code == 0

@@ -545,12 +545,18 @@ class RLAgent(pl.LightningModule):
 
     def evaluate_episode(self, episode: int, env: EnvBase | None = None) -> tuple[float, TensorDictBase]:
         """Return and rollout of evaluation episode ``episode`` of ``env`` (the evaluation env unless given) under
-        the deterministic policy."""
+        the deterministic policy, in full precision.
+
+        Why autocast is off: Lightning casts ``validation_step`` under a mixed precision, while the collector (the
+        dataloader) runs the same policy outside it; a bf16-mixed evaluation also handed the env bf16 actions, which
+        NumPy has no type for (every bf16-mixed fit with evaluation crashed at its first evaluation)."""
         env = self.eval_env if env is None else env
         self._runtime.last_evaluated = env
         episode_seeding(env).resets_done = episode
         cuda = [self.device.index or 0] if self.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=cuda), torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+        full_precision = torch.autocast(self.device.type, enabled=False)
+        deterministic = set_exploration_type(ExplorationType.DETERMINISTIC)
+        with torch.random.fork_rng(devices=cuda), torch.no_grad(), full_precision, deterministic:
             rollout = env.rollout(
                 self.rollout_config.max_eval_steps,
                 self.exploration_policy,
