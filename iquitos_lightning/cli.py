@@ -187,7 +187,8 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
             torch.cuda.is_available(),
             config.get("model"),
         )
-        adapted = adapt_to_machine(trainer.accelerator, trainer.precision, torch.cuda.is_available())
+        typed = "trainer.precision" in command_line_keys(self.written_args)
+        adapted = adapt_to_machine(trainer.accelerator, trainer.precision, torch.cuda.is_available(), typed)
         trainer.accelerator = adapted.accelerator
         trainer.precision = adapted.precision
         if adapted.note:

@@ -44,6 +44,8 @@ def test_a_gpu_profile_runs_on_the_cpu_when_the_user_says_so_on_the_command_line
     refuse_gpu_profile_without_cuda("16-mixed", files, {"trainer.precision"}, cuda_available=False)
     refuse_gpu_profile_without_cuda("16-mixed", files, set(), cuda_available=True)
     refuse_gpu_profile_without_cuda("32-true", ["configs/sac_cpu.yaml"], set(), cuda_available=False)
+    with pytest.raises(AcceleratorUnavailable, match="sac_cpu.yaml"):  # the SAC profile's own precision
+        refuse_gpu_profile_without_cuda("bf16-mixed", files, set(), cuda_available=False)
     with pytest.raises(AcceleratorUnavailable, match="--profile auto"):  # no CPU twin of this file: the auto profile
         refuse_gpu_profile_without_cuda("16-mixed", ["my_gpu.yaml"], set(), cuda_available=False)
 

@@ -18,6 +18,9 @@ and writes ``gpu_check.json`` and ``gpu_check.md`` (a table a person reads) into
    real CUDA out-of-memory mid-run must leave ``emergency-oom.ckpt`` and exit 3.
 5. **buffer**: peak VRAM of SAC with 10k, 100k and 1M replay capacity (the buffer lives in host RAM,
    so VRAM must stay flat).
+6. **fits**: whole fits of each ``*_rtx4060.yaml`` as committed, in its alternative settings and as its
+   ``*_cpu.yaml``, one at a time after the parallel checks (:mod:`iquitos_lightning.bench.whole_fits`):
+   whether the GPU profile trains faster than the CPU profile a user could run instead.
 
 On a machine without CUDA the checks that apply still run (device detection and the profile choice,
 the update step on the CPU in 32-true) and the others are reported as skipped, with why.
@@ -48,6 +51,7 @@ from iquitos_lightning.agents import A2C, PPO, SAC
 from iquitos_lightning.bench.gpu_check_report import markdown_report
 from iquitos_lightning.bench.gpu_check_tasks import profile_fit_command
 from iquitos_lightning.bench.update_step import largest_relative_difference
+from iquitos_lightning.bench.whole_fits import against_cpu, whole_fit_jobs, whole_fit_plan
 from iquitos_lightning.profile.auto_profile import workload_of
 from iquitos_lightning.profile.hardware import GIB, MEMORY_CAP_ENV, detect_device
 from iquitos_lightning.profile.memory_budget import InsufficientMemory
@@ -59,19 +63,13 @@ SWITCH_SETS = ("eager", "compile", "cuda_graphs", "compile+cuda_graphs")
 ALGORITHMS = ("sac", "ppo", "a2c")
 AGENT_CLASSES = {"sac": SAC, "ppo": PPO, "a2c": A2C}
 PROFILE_GLOBS = ("*_rtx4060.yaml", "*_auto.yaml")
-# A profile fitted again with other switches, beside it as committed: the update step alone ran 6.7x faster for SAC in
-# bf16-mixed with CUDA graphs than eager on an H200 (results/gpu-check/2026-11-26-h200-graphs), and 16-mixed (the
-# card's precision) cannot be captured; whether a whole fit gains is what these rows measure.
-PROFILE_VARIANTS = {
-    "sac_rtx4060": ("--trainer.precision=bf16-mixed", "--model.init_args.speed.cuda_graphs=true"),
-}
 BUFFER_CAPACITIES = (10_000, 100_000, 1_000_000)
 VERSIONED = ("torch", "lightning", "torchrl", "tensordict", "citylearn", "gymnasium", "numpy", "jsonargparse")
 # Tolerances of "matches eager": the first rollout's mean losses at the same seed. Compilation reorders float
 # sums (tiny differences); half precisions round activations, so their tolerance is wider.
 MATCH_TOLERANCE = {"32-true": 1e-3, "16-mixed": 2e-2, "bf16-mixed": 5e-2}
 ROLLOUTS_PER_PROFILE_FIT = 2  # the first starts workers (and compiles); the second is timed
-CHECKS = ("profiles", "oom", "buffer", "update")  # what --only chooses from
+CHECKS = ("profiles", "oom", "buffer", "fits", "update")  # what --only chooses from
 LEAST_SECONDS_TO_START = 30  # with --deadline-s, a check is not started with less time left than this
 
 
@@ -201,13 +199,27 @@ def profile_fit_jobs(run: CheckRun) -> list[tuple[str, Callable[[], dict[str, An
         command = profile_fit_command(config, ROLLOUTS_PER_PROFILE_FIT, workdir, str(result_file), overrides)
         return _run_and_read(command, result_file, raw / f"{name}.log", run.child_env(), run.timeout(420))
 
-    fits = []
-    for config in profile_configs():
-        stem = Path(config).stem
-        fits.append((f"profile-{stem}", config, ()))
-        if stem in PROFILE_VARIANTS:
-            fits.append((f"profile-{stem}-variant", config, PROFILE_VARIANTS[stem]))
-    return [(name, lambda c=config, n=name, o=overrides: fit(c, n, o)) for name, config, overrides in fits]
+    fits = [(f"profile-{Path(config).stem}", config) for config in profile_configs()]
+    return [(name, lambda c=config, n=name: fit(c, n, ())) for name, config in fits]
+
+
+def gpu_profile_fits(run: CheckRun) -> list[dict[str, Any]]:
+    """Whole fits of the card's GPU profiles and their CPU profiles, one at a time (timed); ``--quick``: the first
+    profile's committed fit and its CPU profile's."""
+    raw = run.out / "raw"
+
+    def fit(planned: dict[str, Any], rollouts: int, workdir: str) -> dict[str, Any]:
+        raw.mkdir(parents=True, exist_ok=True)
+        result_file = raw / f"{planned['name']}.json"
+        command = profile_fit_command(planned["config"], rollouts, workdir, str(result_file), planned["overrides"])
+        env = run.child_env(capped=not planned.get("cpu"))
+        return _run_and_read(command, result_file, raw / f"{planned['name']}.log", env, run.timeout(300))
+
+    configs = sorted(str(path) for path in Path("configs").glob("*_rtx4060.yaml"))
+    plan = whole_fit_plan(configs)
+    if run.quick:
+        plan = [fit for fit in plan if fit["profile"] == plan[0]["profile"] and (fit["cpu"] or not fit["overrides"])]
+    return against_cpu(plan, run_sequential(whole_fit_jobs(plan, fit), run))
 
 
 def judge_profile(row: dict[str, Any], cap_gib: float) -> dict[str, Any]:
@@ -429,6 +441,10 @@ def run_checks(run: CheckRun) -> dict[str, Any]:
         report["profiles"] = skipped(f"the profiles' fits measure VRAM under the {run.cap_gib:g} GiB cap: {no_cuda}")
         report["oom_drill"] = skipped(f"a CUDA out-of-memory drill {no_cuda}")
         report["buffer"] = skipped(f"VRAM against replay capacity {no_cuda}")
+    if run.cuda and "fits" in run.only:
+        report["whole_fits"] = gpu_profile_fits(run)
+    else:
+        report["whole_fits"] = skipped(left_out if run.cuda else f"a GPU profile against the CPU {no_cuda}")
     groups = run_sequential(update_jobs(run, False, "timed") if "update" in run.only else [], run)
     rows = judge_update_rows(list(groups.values()))
     not_run = [] if run.cuda else ["16-mixed, bf16-mixed, cuda_graphs: " + no_cuda]

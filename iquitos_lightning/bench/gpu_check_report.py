@@ -85,6 +85,30 @@ def profiles_section(profiles: Any, cap_gib: float) -> str:
     return title + _table(header, rows)
 
 
+def whole_fits_section(fits: Any) -> str:
+    title = "## Whole fits: each GPU profile against its CPU profile (one fit at a time)\n\n"
+    if why := _skipped(fits):
+        return title + f"Skipped: {why}.\n"
+    rows = []
+    for row in fits:
+        if "error" in row:
+            rows.append([row["profile"], row["variant"], "failed: " + row["error"][:160], "", "", "", ""])
+            continue
+        rows.append(
+            [
+                row["profile"],
+                row["variant"],
+                row.get("precision", "-"),
+                _number(row.get("frames_per_s"), 0),
+                _number(row.get("updates_per_s"), 1),
+                f"{row['x_cpu']:.2f}x" if row.get("x_cpu") is not None else "-",
+                _number(row.get("peak_reserved_gib")),
+            ]
+        )
+    header = ["GPU profile", "fit", "precision", "frames/s", "updates/s", "x CPU profile", "peak reserved GiB"]
+    return title + _table(header, rows)
+
+
 def update_section(update: dict[str, Any]) -> str:
     sizes = update["sizes"]
     title = (
@@ -168,6 +192,7 @@ def markdown_report(report: dict[str, Any]) -> str:
             head,
             device_section(report["device"]),
             profiles_section(report["profiles"], report["cap_gib"]),
+            whole_fits_section(report.get("whole_fits", {"skipped": "not in this report"})),
             update_section(report["update_step"]),
             oom_section(report["oom_drill"]),
             buffer_section(report["buffer"]),

@@ -38,7 +38,11 @@ ALGORITHMS = ("sac", "ppo", "a2c")
 CPU_COMPILED_ALGORITHMS = ("sac", "ppo")
 CPU_COMPILE_WHY = "measured on a 2-core CPU at 64x64: SAC 2x updates/s, PPO on the twin 1.1x frames/s; ~40 s at start"
 CPU_EAGER_WHY = "measured on a 2-core CPU: A2C makes one update per rollout, no gain beyond noise"
-NOT_MEASURED = "not measured on a GPU yet (no GPU lent): opt-in until benchmarks/bench_speed.py says it wins"
+NOT_MEASURED = "not measured in a whole fit on a GPU yet: opt-in until gpu-check's profile fits say it wins"
+# Whole fits of configs/sac_rtx4060.yaml on an H100 (results/gpu-check/2026-11-26-h100): 16-mixed eager 358 frames/s,
+# bf16-mixed + CUDA graphs 2,257 (6.3x); the update step alone at 256x256 on an H200: 108 -> 729 updates/s. fp16's
+# GradScaler syncs with the host every step, so 16-mixed cannot be captured; bf16 needs no scaler.
+SAC_GPU_WHY = "measured: a whole SAC fit 6.3x faster in bf16-mixed with CUDA graphs than 16-mixed eager (H100)"
 # Adam's fused kernel, measured on the 2-core CPU (docs/performance.md, one thread, same rounds): SAC 0.78x -> 0.86x
 # of the plain loop eager and 1.06x over foreach compiled; PPO 0.79x -> 0.83x eager, 1.05x compiled; A2C, one update
 # per rollout, no change (0.70x both).
@@ -124,13 +128,15 @@ class ProfileChoice:
         return {setting.key: setting.value for setting in self.settings if setting.source == "auto"}
 
 
-def choose_precision(device: DeviceInfo, profile_class: str) -> tuple[str, str]:
-    """Trainer precision for the device, and why."""
+def choose_precision(device: DeviceInfo, profile_class: str, algorithm: str = "sac") -> tuple[str, str]:
+    """Trainer precision for the device and agent, and why."""
     if device.accelerator != "cuda":
         return "32-true", "half precision gains nothing on a CPU (measured); 16-true/bf16-true crash there"
     capability = device.compute_capability or (0, 0)
     if capability < (7, 0):
         return "32-true", f"compute capability {capability[0]}.{capability[1]} has no fp16 tensor cores"
+    if algorithm == "sac" and device.supports_bf16:
+        return "bf16-mixed", SAC_GPU_WHY
     if profile_class == "gpu-datacenter" and device.supports_bf16:
         return (
             "bf16-mixed",
@@ -168,7 +174,7 @@ def choose_profile(
     profile = PROFILES[chosen_class]
     cuda = device.accelerator == "cuda"
 
-    precision, precision_why = choose_precision(device, chosen_class)
+    precision, precision_why = choose_precision(device, chosen_class, algorithm)
     proposals: list[tuple[str, Any, str]] = [
         ("trainer.precision", precision, precision_why),
         ("model.hidden_sizes", list(profile.hidden_sizes), profile.why),
@@ -180,7 +186,7 @@ def choose_profile(
     proposals += [
         _compile_proposal(cuda, algorithm),
         _fused_adam_proposal(cuda, algorithm),
-        ("model.speed.cuda_graphs", False, NOT_MEASURED if cuda else "CUDA graphs need a CUDA device"),
+        _cuda_graphs_proposal(cuda, algorithm, str(overrides.get("trainer.precision", precision))),
         ("model.speed.tf32", cuda and device.supports_tf32, _tf32_why(device)),
         ("trainer.benchmark", cuda, "cuDNN autotuning on CUDA (no effect on MLPs, no cost)" if cuda else "CPU"),
     ]
@@ -257,6 +263,17 @@ def _compile_proposal(cuda: bool, algorithm: str) -> tuple[str, bool, str]:
     if algorithm in CPU_COMPILED_ALGORITHMS:
         return ("model.speed.compile", True, CPU_COMPILE_WHY)
     return ("model.speed.compile", False, CPU_EAGER_WHY)
+
+
+def _cuda_graphs_proposal(cuda: bool, algorithm: str, precision: str) -> tuple[str, bool, str]:
+    """``model.speed.cuda_graphs``: on for SAC where its precision can be captured (measured 6.3x a whole fit)."""
+    if not cuda:
+        return ("model.speed.cuda_graphs", False, "CUDA graphs need a CUDA device")
+    if algorithm == "sac" and precision == "bf16-mixed":
+        return ("model.speed.cuda_graphs", True, SAC_GPU_WHY)
+    if algorithm == "sac":
+        return ("model.speed.cuda_graphs", False, f"{precision} cannot be captured (fp16's GradScaler syncs)")
+    return ("model.speed.cuda_graphs", False, NOT_MEASURED)
 
 
 def _fused_adam_proposal(cuda: bool, algorithm: str) -> tuple[str, bool, str]:

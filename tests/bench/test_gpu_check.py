@@ -61,7 +61,7 @@ def test_gpu_check_on_a_cpu_times_the_update_step_and_reports_the_cuda_checks_as
     assert all(row["losses_finite"] and row["updates_per_s"] > 0 and row["matches_eager"] for row in rows)
     assert set(report["update_step"]["fastest_matching"]) == {"sac", "ppo", "a2c"}
     table = (out / "gpu_check.md").read_text()
-    assert table.count("Skipped:") == 3 and "| SAC | 32-true | eager |" in table
+    assert table.count("Skipped:") == 4 and "| SAC | 32-true | eager |" in table
 
 
 @pytest.mark.gpu
@@ -203,15 +203,28 @@ def test_the_fit_probe_reads_torchs_counters_right_after_the_vram_monitor_wherev
     assert order.count(CountersBesideMonitor) == 1 and probe.beside_monitor.monitor is monitor
 
 
-def test_the_sac_rtx4060_profile_is_fitted_again_with_bf16_and_cuda_graphs_beside_it(tmp_path: Path) -> None:
-    from iquitos_lightning.bench.gpu_check import PROFILE_VARIANTS, profile_fit_jobs
+def test_whole_fits_time_each_gpu_profile_its_alternative_and_its_cpu_profile_for_the_same_frames(
+    tmp_path: Path,
+) -> None:
+    from iquitos_lightning.bench.gpu_check_report import whole_fits_section
     from iquitos_lightning.bench.gpu_check_tasks import profile_fit_command
+    from iquitos_lightning.bench.whole_fits import against_cpu, rollouts_for, whole_fit_plan
 
-    run = CheckRun(out=tmp_path, cap_gib=8.0, jobs=1, quick=False, cuda=False)
-    names = [name for name, _ in profile_fit_jobs(run)]
-    assert {"profile-sac_rtx4060", "profile-sac_rtx4060-variant"} <= set(names)
-    overrides = PROFILE_VARIANTS["sac_rtx4060"]
-    command = profile_fit_command("configs/sac_rtx4060.yaml", 2, str(tmp_path), "probe.json", overrides)
+    configs = ["configs/a2c_rtx4060.yaml", "configs/ppo_rtx4060.yaml", "configs/sac_rtx4060.yaml"]
+    plan = whole_fit_plan(configs)
+    sac = [fit for fit in plan if fit["profile"] == "sac_rtx4060"]
+    assert [fit["variant"] for fit in sac] == ["as committed", "16-mixed eager", "CPU profile"]
+    assert sac[2]["config"] == "configs/sac_cpu.yaml" and sac[2]["cpu"]  # what a user without the GPU runs
+    assert len({fit["name"] for fit in plan}) == len(plan) == 8  # A2C: only as committed and its CPU profile
+    # 10,240 timed frames at least, 3 timed rollouts at least, plus the first
+    assert [rollouts_for(config) for config in configs] == [11, 4, 41]
+    overrides = sac[1]["overrides"]
+    command = profile_fit_command(sac[1]["config"], 2, str(tmp_path), "probe.json", overrides)
     assert tuple(command[-len(overrides) :]) == overrides  # last: they win over the profile and the probe's budget
-    probe = json.loads(next(arg.split("=", 1)[1] for arg in command if arg.startswith("--trainer.callbacks+=")))
-    assert probe["init_args"]["config"].endswith("--model.init_args.speed.cuda_graphs=true")  # the report names it
+
+    measured = {sac[0]["name"]: {"frames_per_s": 2000.0}, sac[2]["name"]: {"frames_per_s": 800.0}}
+    rows = [row for row in against_cpu(plan, measured) if row["profile"] == "sac_rtx4060"]
+    assert [row["x_cpu"] for row in rows] == [2.5, None, 1.0]
+    assert rows[1]["error"] == "not run"
+    text = whole_fits_section(rows)
+    assert "| sac_rtx4060 | as committed | - | 2,000 | - | 2.50x |" in text and "failed: not run" in text

@@ -23,5 +23,10 @@ def test_explicit_gpu_accelerator_is_refused_without_cuda(accelerator):
 def test_settings_are_untouched_where_they_work():
     assert adapt_to_machine("auto", "16-mixed", cuda_available=True).note is None
     assert adapt_to_machine("auto", "16-mixed", cuda_available=True).precision == "16-mixed"
-    kept = adapt_to_machine("cpu", "bf16-mixed", cuda_available=False)
-    assert (kept.accelerator, kept.precision, kept.note) == ("cpu", "bf16-mixed", None)
+    kept = adapt_to_machine("cpu", "bf16-mixed", cuda_available=False, precision_typed=True)
+    assert (kept.accelerator, kept.precision, kept.note) == ("cpu", "bf16-mixed", None)  # typed: it runs
+
+
+def test_a_config_files_bf16_mixed_falls_back_on_a_cpu_where_it_only_runs_slower():
+    adapted = adapt_to_machine("auto", "bf16-mixed", cuda_available=False, precision_typed=False)
+    assert adapted.precision == "32-true" and "falls back" in adapted.note
