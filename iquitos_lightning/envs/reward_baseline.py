@@ -33,7 +33,6 @@ fixed series, so the best policy is unchanged; the committed tables were trained
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -46,10 +45,6 @@ RULE = "rule"  # minus the rule-based controller's reward at the same hour of th
 REWARD_BASELINES = (NO_BASELINE, UNCONTROLLED, RULE)
 UNCONTROLLED_FLEET_ACTION = (0.0, 1.0)  # the fleet layout's BESS idle, every socket at the top of its band
 RULE_RESIDUAL_ACTION = (0.0, 0.0)  # the rule_residual layout's action that is the rule-based controller's
-
-# The baseline runs of this process by key (envs/start_peak.reference_key): a year of the default site's one-env
-# twin takes about 10 s, and an agent may build its training twin more than once.
-_REWARDS: dict[str, np.ndarray] = {}
 
 
 def check_reward_baseline(reward_baseline: str) -> str:
@@ -77,10 +72,3 @@ def constant_action_rewards(env: RewardSource, action_values: tuple[float, float
     for step in range(env.hours):
         rewards[step] = float(env.step(action)["next", "reward"][0, 0])
     return rewards
-
-
-def cached_rewards(key: str, run: Callable[[], np.ndarray]) -> np.ndarray:
-    """The baseline rewards of ``key``, from ``run`` the first time this process asks for them."""
-    if key not in _REWARDS:
-        _REWARDS[key] = run()
-    return _REWARDS[key]

@@ -11,13 +11,12 @@ keeps the reward's demand term what it is in evaluation: a rise is paid only for
 The reference is the ``shaver_residual`` layout's zero action, the peak shaver of envs/shaver_prior.py (75.9 %
 of the tariff gap by itself, the best controller the envs hold), run once over the year in a one-env twin from
 hour 0 with the training twin's site, demand period and EV guarantee. Its peak at each step is a function of
-those alone, so it is computed once per process and kept here (:func:`cached_peaks`).
+those alone, so it is computed once and kept beside the site (envs/reference_runs.py).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -30,10 +29,6 @@ from iquitos_lightning.site.series import SiteSeries
 REFERENCE_PEAK = "reference"  # the reference run's peak at the episode's first step
 ZERO_PEAK = "zero"  # 0 (a fresh month), whatever the hour: the behaviour before start_peak existed
 START_PEAKS = (REFERENCE_PEAK, ZERO_PEAK)
-
-# The reference runs of this process, by :func:`reference_key`: a year of the default site's one-env twin takes
-# about 10 s, and an agent may build its training twin more than once.
-_PEAKS: dict[str, np.ndarray] = {}
 
 
 def check_start_peak(start_peak: str) -> str:
@@ -74,10 +69,3 @@ def reference_key(schema_path: Path, series: SiteSeries, *options: object) -> st
         digest.update(np.ascontiguousarray(values, dtype=float).tobytes())
     digest.update(repr((series.config, *options)).encode())
     return digest.hexdigest()
-
-
-def cached_peaks(key: str, run: Callable[[], np.ndarray]) -> np.ndarray:
-    """The reference peaks of ``key``, from ``run`` the first time this process asks for them."""
-    if key not in _PEAKS:
-        _PEAKS[key] = run()
-    return _PEAKS[key]

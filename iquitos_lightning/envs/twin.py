@@ -69,13 +69,13 @@ from iquitos_lightning.envs.actions import (
 from iquitos_lightning.envs.env_action import applied_action
 from iquitos_lightning.envs.finite import FiniteTensorValues
 from iquitos_lightning.envs.grid_target import import_centre_kw
+from iquitos_lightning.envs.reference_runs import cached_reference
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
 from iquitos_lightning.envs.reward_baseline import (
     NO_BASELINE,
     RULE,
     RULE_RESIDUAL_ACTION,
     UNCONTROLLED_FLEET_ACTION,
-    cached_rewards,
     check_reward_baseline,
     constant_action_rewards,
 )
@@ -91,7 +91,6 @@ from iquitos_lightning.envs.site_tables import (
 )
 from iquitos_lightning.envs.start_peak import (
     REFERENCE_PEAK,
-    cached_peaks,
     check_start_peak,
     peak_at_each_step,
     reference_key,
@@ -372,7 +371,8 @@ class IquitosTwin(EnvBase):
             return peak_at_each_step(reference)
 
         peaks = [
-            cached_peaks(reference_key(schema_path, year, *options), lambda year=year: run(year)) for year in self.years
+            cached_reference(schema_path, "peaks", reference_key(schema_path, year, *options), lambda y=year: run(y))
+            for year in self.years
         ]
         return torch.tensor(np.concatenate(peaks), dtype=F64, device=self.device)
 
@@ -400,7 +400,9 @@ class IquitosTwin(EnvBase):
             return constant_action_rewards(reference, action)
 
         rewards = [
-            cached_rewards(reference_key(schema_path, year, baseline, *options), lambda year=year: run(year))
+            cached_reference(
+                schema_path, "rewards", reference_key(schema_path, year, baseline, *options), lambda y=year: run(y)
+            )
             for year in self.years
         ]
         return torch.tensor(np.concatenate(rewards), dtype=F64, device=self.device)

@@ -1,0 +1,73 @@
+"""Reference runs of a site year (the peak shaver's peaks, a baseline controller's rewards), kept in memory and on
+disk beside the site they were run on.
+
+Why: every training twin with the default ``start_peak: reference`` runs the peak shaver over each of its years in a
+one-env twin before the first step (envs/start_peak.py). With four training years that is ~30 s of every fit's
+start on the 2-core machine, and ~50 s on a lent GPU machine, where each second is counted: eight whole fits of a
+GPU check spent four minutes of a fifteen-minute loan recomputing the same arrays. A run's result is a function of
+the site files, the series, the options and the envs code, so it is stored under a digest of all four
+(``<site folder>/reference-runs/<kind>-<digest>.npy``) and read back by the next process. The digest of the code is
+the bytes of every module of this package (``iquitos_lightning/envs``): any change to the physics, layouts or
+objectives runs the references again. A folder that cannot be written keeps the process cache only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+CACHE_FOLDER = "reference-runs"
+_IN_PROCESS: dict[str, np.ndarray] = {}
+
+
+@cache
+def envs_code_digest() -> str:
+    """A digest of this package's source: what a reference run computes with."""
+    digest = hashlib.sha256()
+    for module in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(module.name.encode())
+        digest.update(module.read_bytes())
+    return digest.hexdigest()
+
+
+def cache_path(schema_path: Path, kind: str, key: str) -> Path:
+    """Where the run of ``kind`` with ``key`` (a digest of its inputs) is kept, beside the site's schema."""
+    name = hashlib.sha256(f"{key}/{envs_code_digest()}".encode()).hexdigest()[:32]
+    return Path(schema_path).parent / CACHE_FOLDER / f"{kind}-{name}.npy"
+
+
+def cached_reference(schema_path: Path, kind: str, key: str, run: Callable[[], np.ndarray]) -> np.ndarray:
+    """The reference run of ``kind`` with inputs digested in ``key``: from this process, else from the site folder,
+    else ``run()`` (then kept in both; written atomically, so parallel runs of a comparison never read half a file)."""
+    path = cache_path(schema_path, kind, key)
+    if str(path) in _IN_PROCESS:
+        return _IN_PROCESS[str(path)]
+    values = _read(path)
+    if values is None:
+        values = run()
+        _write(path, values)
+    _IN_PROCESS[str(path)] = values
+    return values
+
+
+def _read(path: Path) -> np.ndarray | None:
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError):  # absent, unreadable or cut short: run it again
+        return None
+
+
+def _write(path: Path, values: np.ndarray) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".npy", delete=False) as handle:
+            np.save(handle, values, allow_pickle=False)
+        os.replace(handle.name, path)
+    except OSError:  # a read-only site folder: this process keeps it
+        return

@@ -1,0 +1,68 @@
+"""Reference runs are kept beside the site (envs/reference_runs.py): the next process reads what the first ran, other
+inputs or other envs code run them again, and a corrupt or unwritable cache costs only the run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from iquitos_lightning.envs import reference_runs
+from iquitos_lightning.envs.reference_runs import CACHE_FOLDER, cache_path, cached_reference
+from iquitos_lightning.envs.twin import make_twin
+
+TINY = Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml"  # 7 days: 168 hours
+
+
+def _as_a_new_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reference_runs, "_IN_PROCESS", {})
+
+
+def _training_twin(data_root: Path, demand_period: str = "month"):
+    return make_twin(TINY, data_root=data_root, num_envs=4, start="staggered", episode_hours=24, objective="tariff",
+                     demand_period=demand_period)  # fmt: skip
+
+
+def test_a_training_twins_reference_peaks_are_read_back_by_the_next_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = _training_twin(tmp_path)
+    assert len(list(tmp_path.rglob(f"{CACHE_FOLDER}/peaks-*.npy"))) == 1
+    _as_a_new_process(monkeypatch)
+    with monkeypatch.context() as patched:  # the peak shaver's year must not run again
+        patched.setattr("iquitos_lightning.envs.twin.peak_at_each_step", lambda env: pytest.fail("ran again"))
+        second = _training_twin(tmp_path)
+    assert torch.equal(first._start_peaks, second._start_peaks) and first._start_peaks.any()
+    daily = _training_twin(tmp_path, demand_period="day")  # another input: its own run and file
+    assert len(list(tmp_path.rglob(f"{CACHE_FOLDER}/peaks-*.npy"))) == 2
+    assert not torch.equal(daily._start_peaks, first._start_peaks)
+
+
+def test_other_envs_code_runs_the_reference_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    schema = tmp_path / "site" / "schema.json"
+    runs = []
+    first = cached_reference(schema, "peaks", "key", lambda: runs.append(1) or np.arange(3.0))
+    _as_a_new_process(monkeypatch)
+    assert np.array_equal(cached_reference(schema, "peaks", "key", lambda: pytest.fail("ran again")), first)
+    _as_a_new_process(monkeypatch)
+    before = cache_path(schema, "peaks", "key")
+    monkeypatch.setattr(reference_runs, "envs_code_digest", lambda: "a changed twin")
+    assert cache_path(schema, "peaks", "key") != before
+    cached_reference(schema, "peaks", "key", lambda: runs.append(2) or np.arange(3.0))
+    assert runs == [1, 2]
+
+
+def test_a_corrupt_or_unwritable_cache_costs_only_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    schema = tmp_path / "site" / "schema.json"
+    cached_reference(schema, "rewards", "key", lambda: np.ones(4))
+    cache_path(schema, "rewards", "key").write_bytes(b"cut short")
+    _as_a_new_process(monkeypatch)
+    assert np.array_equal(cached_reference(schema, "rewards", "key", lambda: np.full(4, 2.0)), np.full(4, 2.0))
+    _as_a_new_process(monkeypatch)
+    assert np.array_equal(cached_reference(schema, "rewards", "key", lambda: pytest.fail("ran again")), np.full(4, 2.0))
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("")
+    values = cached_reference(a_file / "schema.json", "rewards", "key", lambda: np.zeros(2))  # nowhere to write
+    assert np.array_equal(values, np.zeros(2))
