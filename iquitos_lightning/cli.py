@@ -188,7 +188,9 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
             config.get("model"),
         )
         typed = "trainer.precision" in command_line_keys(self.written_args)
-        adapted = adapt_to_machine(trainer.accelerator, trainer.precision, torch.cuda.is_available(), typed)
+        cuda = torch.cuda.is_available()
+        capability = torch.cuda.get_device_capability() if cuda else None
+        adapted = adapt_to_machine(trainer.accelerator, trainer.precision, cuda, typed, capability)
         trainer.accelerator = adapted.accelerator
         trainer.precision = adapted.precision
         if adapted.note:

@@ -3,8 +3,9 @@
 Why: the RTX 4060 profiles ask for ``16-mixed`` or ``bf16-mixed``; on a CPU-only machine Lightning would run
 16-mixed as bf16-mixed with a warning, bf16-mixed runs slower than 32-true there (measured: the card's SAC 0.89x
 the frames/s on the 2-core CPU) and ``16-true``/``bf16-true`` crash. A config written for the laptop should
-still run on the CI machine: its half precisions fall back to ``32-true`` and say so (a precision typed on the
-command line is kept where it runs); an explicit ``accelerator: gpu`` on a machine without CUDA is refused with
+still run on the CI machine: its half precisions fall back to ``32-true`` and say so, and its bf16-mixed falls
+back to ``16-mixed`` on a GPU older than Ampere (a precision typed on the command line is kept where it runs);
+an explicit ``accelerator: gpu`` on a machine without CUDA is refused with
 what to write instead (``auto`` picks the GPU when there is one).
 """
 
@@ -34,15 +35,27 @@ class TrainerDevice:
 
 
 def adapt_to_machine(
-    accelerator: str | None, precision: str | int | None, cuda_available: bool, precision_typed: bool = True
+    accelerator: str | None,
+    precision: str | int | None,
+    cuda_available: bool,
+    precision_typed: bool = True,
+    cuda_capability: tuple[int, int] | None = None,
 ) -> TrainerDevice:
     """The accelerator and precision to run with on this machine, and a note when they differ from the config.
 
     ``precision_typed``: the precision was typed on the command line (a config file's bf16-mixed falls back on a
-    CPU; a typed one is what the user asked for, and it runs)."""
+    CPU, and to 16-mixed on a GPU older than Ampere, ``cuda_capability`` < 8.0, which has no bf16 tensor cores;
+    a typed one is what the user asked for, and it runs)."""
     accelerator = str(accelerator or "auto").lower()
     precision_text = None if precision is None else str(precision)
     if cuda_available:
+        if precision_text in BF16_MIXED and not precision_typed and cuda_capability and cuda_capability < (8, 0):
+            fallback = "16-mixed" if cuda_capability >= (7, 0) else CPU_FALLBACK_PRECISION
+            note = (
+                f"compute capability {cuda_capability[0]}.{cuda_capability[1]} has no bf16 tensor cores: precision "
+                f"{precision_text!r} falls back to {fallback!r}"
+            )
+            return TrainerDevice(accelerator, fallback, note)
         return TrainerDevice(accelerator, precision_text, None)
     if accelerator in GPU_ACCELERATORS:
         raise AcceleratorUnavailable(

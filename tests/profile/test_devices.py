@@ -30,3 +30,15 @@ def test_settings_are_untouched_where_they_work():
 def test_a_config_files_bf16_mixed_falls_back_on_a_cpu_where_it_only_runs_slower():
     adapted = adapt_to_machine("auto", "bf16-mixed", cuda_available=False, precision_typed=False)
     assert adapted.precision == "32-true" and "falls back" in adapted.note
+
+
+@pytest.mark.parametrize(("capability", "fallback"), [((7, 5), "16-mixed"), ((6, 1), "32-true")])
+def test_a_config_files_bf16_mixed_falls_back_on_a_gpu_without_bf16_tensor_cores(capability, fallback):
+    older = adapt_to_machine(
+        "auto", "bf16-mixed", cuda_available=True, precision_typed=False, cuda_capability=capability
+    )
+    assert older.precision == fallback and "no bf16 tensor cores" in older.note
+    ampere = adapt_to_machine("auto", "bf16-mixed", cuda_available=True, precision_typed=False, cuda_capability=(8, 6))
+    assert (ampere.precision, ampere.note) == ("bf16-mixed", None)
+    typed = adapt_to_machine("auto", "bf16-mixed", cuda_available=True, precision_typed=True, cuda_capability=(7, 5))
+    assert typed.precision == "bf16-mixed"  # what the user typed runs (emulated, slowly)
