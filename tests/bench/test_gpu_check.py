@@ -228,3 +228,18 @@ def test_whole_fits_time_each_gpu_profile_its_alternative_and_its_cpu_profile_fo
     assert rows[1]["error"] == "not run"
     text = whole_fits_section(rows)
     assert "| sac_rtx4060 | as committed | - | 2,000 | - | 2.50x |" in text and "failed: not run" in text
+
+
+def test_the_fits_check_runs_its_fits_through_the_cli_and_reports_each_row(tmp_path: Path) -> None:
+    """The orchestration a GPU loan depends on, run here: the quick plan is PPO's GPU profile (refused without CUDA,
+    reported as such) and its CPU profile (timed, the ratio's base)."""
+    from iquitos_lightning.bench.gpu_check import gpu_profile_fits
+
+    rows = gpu_profile_fits(CheckRun(out=tmp_path, cap_gib=8.0, jobs=1, quick=True, cuda=torch.cuda.is_available()))
+    assert [(row["profile"], row["variant"]) for row in rows] == [
+        ("ppo_rtx4060", "as committed"), ("ppo_rtx4060", "CPU profile"),
+    ]  # fmt: skip
+    cpu_row = rows[1]
+    assert cpu_row["frames_per_s"] > 0 and cpu_row["x_cpu"] == 1.0 and cpu_row["rollouts"] == 4
+    if not torch.cuda.is_available():
+        assert "no CUDA device" in rows[0]["error"] and rows[0]["x_cpu"] is None
