@@ -5,10 +5,11 @@ Why: every training twin with the default ``start_peak: reference`` runs the pea
 one-env twin before the first step (envs/start_peak.py). With four training years that is ~30 s of every fit's
 start on the 2-core machine, and ~50 s on a lent GPU machine, where each second is counted: eight whole fits of a
 GPU check spent four minutes of a fifteen-minute loan recomputing the same arrays. A run's result is a function of
-the site files, the series, the options and the envs code, so it is stored under a digest of all four
+the site files, the series, the options and the code, so it is stored under a digest of all four
 (``<site folder>/reference-runs/<kind>-<digest>.npy``) and read back by the next process. The digest of the code is
-the bytes of every module of this package (``iquitos_lightning/envs``): any change to the physics, layouts or
-objectives runs the references again. A folder that cannot be written keeps the process cache only.
+the bytes of every module of the packages a reference run computes with (``iquitos_lightning/envs`` and
+``iquitos_lightning/site``: physics, layouts, objectives, forecasts): any change to them runs the references
+again. A folder that cannot be written keeps the process cache only.
 """
 
 from __future__ import annotations
@@ -26,12 +27,16 @@ CACHE_FOLDER = "reference-runs"
 _IN_PROCESS: dict[str, np.ndarray] = {}
 
 
+CODE_PACKAGES = ("envs", "site")  # under iquitos_lightning/: what a reference run computes with
+
+
 @cache
 def envs_code_digest() -> str:
-    """A digest of this package's source: what a reference run computes with."""
+    """A digest of the source a reference run computes with (``CODE_PACKAGES``)."""
+    root = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
-    for module in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(module.name.encode())
+    for module in sorted(path for package in CODE_PACKAGES for path in (root / package).glob("*.py")):
+        digest.update(f"{module.parent.name}/{module.name}".encode())
         digest.update(module.read_bytes())
     return digest.hexdigest()
 
