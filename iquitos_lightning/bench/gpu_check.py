@@ -203,9 +203,9 @@ def profile_fit_jobs(run: CheckRun) -> list[tuple[str, Callable[[], dict[str, An
     return [(name, lambda c=config, n=name: fit(c, n, ())) for name, config in fits]
 
 
-def gpu_profile_fits(run: CheckRun) -> list[dict[str, Any]]:
-    """Whole fits of the card's GPU profiles and their CPU profiles, one at a time (timed); ``--quick``: the first
-    profile's committed fit and its CPU profile's."""
+def gpu_profile_fits(run: CheckRun, configs: list[str] | None = None) -> list[dict[str, Any]]:
+    """Whole fits of the card's GPU profiles (``configs``: the ``*_rtx4060.yaml`` profiles unless given) and their
+    CPU profiles, one at a time (timed); ``--quick``: the first profile's committed fit and its CPU profile's."""
     raw = run.out / "raw"
 
     def fit(planned: dict[str, Any], rollouts: int, workdir: str) -> dict[str, Any]:
@@ -215,7 +215,8 @@ def gpu_profile_fits(run: CheckRun) -> list[dict[str, Any]]:
         env = run.child_env(capped=not planned.get("cpu"))
         return _run_and_read(command, result_file, raw / f"{planned['name']}.log", env, run.timeout(300))
 
-    configs = sorted(str(path) for path in Path("configs").glob("*_rtx4060.yaml"))
+    if configs is None:
+        configs = sorted(str(path) for path in Path("configs").glob("*_rtx4060.yaml"))
     plan = whole_fit_plan(configs)
     if run.quick:
         plan = [fit for fit in plan if fit["profile"] == plan[0]["profile"] and (fit["cpu"] or not fit["overrides"])]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from iquitos_lightning.bench.gpu_check import (
     CheckRun,
@@ -231,13 +232,23 @@ def test_whole_fits_time_each_gpu_profile_its_alternative_and_its_cpu_profile_fo
 
 
 def test_the_fits_check_runs_its_fits_through_the_cli_and_reports_each_row(tmp_path: Path) -> None:
-    """The orchestration a GPU loan depends on, run here: the quick plan is PPO's GPU profile (refused without CUDA,
-    reported as such) and its CPU profile (timed, the ratio's base)."""
+    """The orchestration a GPU loan depends on, run here on the tiny site's twin: a GPU profile (refused without
+    CUDA, reported as such) and its CPU profile (timed, the ratio's base), each through ``fit``."""
     from iquitos_lightning.bench.gpu_check import gpu_profile_fits
 
-    rows = gpu_profile_fits(CheckRun(out=tmp_path, cap_gib=8.0, jobs=1, quick=True, cuda=torch.cuda.is_available()))
+    smoke = yaml.safe_load((REPO / "configs" / "smoke.yaml").read_text())
+    smoke["model"]["init_args"]["env"] |= {"backend": "twin", "num_envs": 16, "data_root": str(REPO / "data")}
+    smoke["model"]["init_args"]["rollout"]["frames_per_batch"] = 4096  # 4 rollouts: the first, then 3 timed
+    smoke["model"]["init_args"] |= {"updates_per_frame": 0.005, "init_random_frames": 4096}
+    (tmp_path / "tiny_cpu.yaml").write_text(yaml.safe_dump(smoke))
+    smoke["trainer"]["precision"] = "16-mixed"
+    gpu_profile = tmp_path / "tiny_rtx4060.yaml"
+    gpu_profile.write_text(yaml.safe_dump(smoke))
+
+    run = CheckRun(out=tmp_path / "out", cap_gib=8.0, jobs=1, quick=True, cuda=torch.cuda.is_available())
+    rows = gpu_profile_fits(run, [str(gpu_profile)])
     assert [(row["profile"], row["variant"]) for row in rows] == [
-        ("ppo_rtx4060", "as committed"), ("ppo_rtx4060", "CPU profile"),
+        ("tiny_rtx4060", "as committed"), ("tiny_rtx4060", "CPU profile"),
     ]  # fmt: skip
     cpu_row = rows[1]
     assert cpu_row["frames_per_s"] > 0 and cpu_row["x_cpu"] == 1.0 and cpu_row["rollouts"] == 4
