@@ -128,7 +128,7 @@ class ProfileChoice:
         return {setting.key: setting.value for setting in self.settings if setting.source == "auto"}
 
 
-def choose_precision(device: DeviceInfo, profile_class: str, algorithm: str = "sac") -> tuple[str, str]:
+def choose_precision(device: DeviceInfo, profile_class: str, algorithm: str) -> tuple[str, str]:
     """Trainer precision for the device and agent, and why."""
     if device.accelerator != "cuda":
         return "32-true", "half precision gains nothing on a CPU (measured); 16-true/bf16-true crash there"
