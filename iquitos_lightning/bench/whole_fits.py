@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from iquitos_lightning.profile.devices import cpu_profile_for
+
 # The other settings a GPU profile is timed in beside itself: the one it replaced (SAC), or one the update step
 # alone found faster (PPO bf16-mixed + CUDA graphs 2.0x its eager step on an H200); A2C makes one update a rollout.
 GPU_ALTERNATIVES: dict[str, dict[str, tuple[str, ...]]] = {
@@ -41,12 +43,6 @@ def rollouts_for(config: str) -> int:
     return 1 + max(LEAST_TIMED_ROLLOUTS, math.ceil(TIMED_FRAMES / frames_per_batch))
 
 
-def cpu_twin(config: str) -> str | None:
-    """The ``*_cpu.yaml`` a user without the GPU would run instead of ``config`` (None when there is none)."""
-    twin = Path(config).with_name(Path(config).name.replace("_rtx4060", "_cpu"))
-    return str(twin) if twin != Path(config) and twin.exists() else None
-
-
 def whole_fit_plan(configs: list[str]) -> list[dict[str, Any]]:
     """Per GPU profile: the fits to time, in order (as committed, alternatives, the CPU profile)."""
     plan = []
@@ -55,7 +51,7 @@ def whole_fit_plan(configs: list[str]) -> list[dict[str, Any]]:
         fits = [{"variant": "as committed", "config": config, "overrides": (), "cpu": False}]
         for variant, overrides in GPU_ALTERNATIVES.get(stem, {}).items():
             fits.append({"variant": variant, "config": config, "overrides": overrides, "cpu": False})
-        if (cpu := cpu_twin(config)) is not None:
+        if (cpu := cpu_profile_for(config)) is not None:
             fits.append({"variant": "CPU profile", "config": cpu, "overrides": CPU_OVERRIDES, "cpu": True})
         for fit in fits:
             fit |= {"profile": stem, "name": f"fit-{stem}-{fit['variant'].replace(' ', '_').replace('+', '')}"}

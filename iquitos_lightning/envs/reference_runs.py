@@ -31,7 +31,7 @@ CODE_PACKAGES = ("envs", "site")  # under iquitos_lightning/: what a reference r
 
 
 @cache
-def envs_code_digest() -> str:
+def code_digest() -> str:
     """A digest of the source a reference run computes with (``CODE_PACKAGES``)."""
     root = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
@@ -43,7 +43,7 @@ def envs_code_digest() -> str:
 
 def cache_path(schema_path: Path, kind: str, key: str) -> Path:
     """Where the run of ``kind`` with ``key`` (a digest of its inputs) is kept, beside the site's schema."""
-    name = hashlib.sha256(f"{key}/{envs_code_digest()}".encode()).hexdigest()[:32]
+    name = hashlib.sha256(f"{key}/{code_digest()}".encode()).hexdigest()[:32]
     return Path(schema_path).parent / CACHE_FOLDER / f"{kind}-{name}.npy"
 
 

@@ -5,8 +5,8 @@ Why: the RTX 4060 profiles ask for ``16-mixed`` or ``bf16-mixed``; on a CPU-only
 the frames/s on the 2-core CPU) and ``16-true``/``bf16-true`` crash. A config written for the laptop should
 still run on the CI machine: its half precisions fall back to ``32-true`` and say so, and its bf16-mixed falls
 back to ``16-mixed`` on a GPU older than Ampere (a precision typed on the command line is kept where it runs);
-an explicit ``accelerator: gpu`` on a machine without CUDA is refused with
-what to write instead (``auto`` picks the GPU when there is one).
+an explicit ``accelerator: gpu`` on a machine without CUDA is refused with what to write instead (``auto`` picks
+the GPU when there is one).
 """
 
 from __future__ import annotations
@@ -107,6 +107,16 @@ def cpu_duration_hint(model: Any) -> str:
     return hint + ")"
 
 
+def cpu_profile_for(config: str) -> str | None:
+    """The ``*_cpu.yaml`` beside a ``*_rtx4060.yaml`` GPU profile: what a user without the GPU runs instead (None
+    when ``config`` is no such profile or has no CPU twin)."""
+    path = Path(config)
+    if "_rtx4060" not in path.name:
+        return None
+    twin = path.with_name(path.name.replace("_rtx4060", "_cpu"))
+    return str(twin) if twin.exists() else None
+
+
 def refuse_gpu_profile_without_cuda(
     precision: str | int | None,
     config_files: list[str],
@@ -123,11 +133,7 @@ def refuse_gpu_profile_without_cuda(
         return
     if str(precision) not in GPU_PROFILE_PRECISIONS:
         return
-    alternatives = [
-        str(Path(name).with_name(Path(name).name.replace("_rtx4060", "_cpu")))
-        for name in config_files
-        if "_rtx4060" in Path(name).name and Path(name).with_name(Path(name).name.replace("_rtx4060", "_cpu")).exists()
-    ]
+    alternatives = [cpu for name in config_files if (cpu := cpu_profile_for(name)) is not None]
     instead = f"--config {alternatives[0]}" if alternatives else "--profile auto"
     raise AcceleratorUnavailable(
         f"{' '.join(config_files) or 'this config'} is a GPU profile (precision {precision}) and this machine has "

@@ -48,7 +48,7 @@ def test_other_envs_code_runs_the_reference_again(tmp_path: Path, monkeypatch: p
     assert np.array_equal(cached_reference(schema, "peaks", "key", lambda: pytest.fail("ran again")), first)
     _as_a_new_process(monkeypatch)
     before = cache_path(schema, "peaks", "key")
-    monkeypatch.setattr(reference_runs, "envs_code_digest", lambda: "a changed twin")
+    monkeypatch.setattr(reference_runs, "code_digest", lambda: "a changed twin")
     assert cache_path(schema, "peaks", "key") != before
     cached_reference(schema, "peaks", "key", lambda: runs.append(2) or np.arange(3.0))
     assert runs == [1, 2]
