@@ -76,8 +76,8 @@ def ray_head() -> Iterator[tuple[str, Path]]:
 
 def _compare(tmp_path: Path, name: str, *launcher: str) -> subprocess.CompletedProcess[str]:
     command = [
-        sys.executable, "-m", "iquitos_lightning", "compare", "--site", TINY, "--agents", "sac", "--seeds", "2",
-        "--frames", "56", "--jobs", "2", "--cpus-per-run", "1", "--profile", "per_socket_cpu",
+        sys.executable, "-m", "iquitos_lightning", "compare", "--site", TINY, "--agents", "sac", "--seeds", "1",
+        "--frames", "56", "--jobs", "1", "--cpus-per-run", "1", "--profile", "per_socket_cpu",
         "--results", str(tmp_path / name / "results"), "--runs", str(tmp_path / name / "runs"),
         "--override", "model.init_args.rollout.frames_per_batch=56",
         "--override", "model.init_args.hidden_sizes=[8,8]",
@@ -102,7 +102,6 @@ def test_compare_through_a_ray_cluster_gives_the_local_launchers_table(tmp_path,
 
     tables = [tmp_path / name / "results" / "tiny" / "comparison_thesis.csv" for name in ("ray", "local")]
     assert tables[0].read_text() == tables[1].read_text()
-    assert pd.read_csv(tables[0], index_col=0).loc["sac", "seeds"] == 2
-    for seed in (0, 1):
-        checkpoint = tmp_path / "ray" / "runs" / "tiny" / "thesis" / f"sac-seed{seed}" / "checkpoints" / "last.ckpt"
-        assert checkpoint.exists()  # a Ray task wrote its checkpoints to the runs folder the driver named
+    assert pd.read_csv(tables[0], index_col=0).loc["sac", "seeds"] == 1
+    checkpoint = tmp_path / "ray" / "runs" / "tiny" / "thesis" / "sac-seed0" / "checkpoints" / "last.ckpt"
+    assert checkpoint.exists()  # the Ray task wrote its checkpoints to the runs folder the driver named
