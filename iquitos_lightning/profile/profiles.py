@@ -43,6 +43,13 @@ NOT_MEASURED = "not measured in a whole fit on a GPU yet: opt-in until gpu-check
 # bf16-mixed + CUDA graphs 2,257 (6.3x); the update step alone at 256x256 on an H200: 108 -> 729 updates/s. fp16's
 # GradScaler syncs with the host every step, so 16-mixed cannot be captured; bf16 needs no scaler.
 SAC_GPU_WHY = "measured: a whole SAC fit 6.3x faster in bf16-mixed with CUDA graphs than 16-mixed eager (H100)"
+# Whole fits of configs/ppo_rtx4060.yaml on an H100 (results/gpu-check/2026-11-26-h100-fits): 16-mixed eager 4,153
+# frames/s, 0.53x its CPU profile on the same machine; bf16-mixed + CUDA graphs 10,811 (2.6x; 1.39x the CPU profile).
+PPO_GPU_WHY = "measured: a whole PPO fit 2.6x faster in bf16-mixed with CUDA graphs than 16-mixed eager (H100)"
+GPU_GRAPHED_WHY = {"sac": SAC_GPU_WHY, "ppo": PPO_GPU_WHY}  # the agents whose GPU profiles train captured in bf16
+# A2C's whole fits on the same H100: 16-mixed eager 11,265 frames/s, its CPU profile 11,657 (0.97x): one update per
+# rollout, so a fit is collection on the twin, CPU work either way; nothing to capture that would show.
+A2C_GPU_WHY = "measured: a whole A2C fit runs at its CPU profile's speed on an H100 (one update per rollout)"
 # Adam's fused kernel, measured on the 2-core CPU (docs/performance.md, one thread, same rounds): SAC 0.78x -> 0.86x
 # of the plain loop eager and 1.06x over foreach compiled; PPO 0.79x -> 0.83x eager, 1.05x compiled; A2C, one update
 # per rollout, no change (0.70x both).
@@ -135,8 +142,8 @@ def choose_precision(device: DeviceInfo, profile_class: str, algorithm: str) -> 
     capability = device.compute_capability or (0, 0)
     if capability < (7, 0):
         return "32-true", f"compute capability {capability[0]}.{capability[1]} has no fp16 tensor cores"
-    if algorithm == "sac" and device.supports_bf16:
-        return "bf16-mixed", SAC_GPU_WHY
+    if algorithm in GPU_GRAPHED_WHY and device.supports_bf16:
+        return "bf16-mixed", GPU_GRAPHED_WHY[algorithm]
     if profile_class == "gpu-datacenter" and device.supports_bf16:
         return (
             "bf16-mixed",
@@ -186,7 +193,12 @@ def choose_profile(
     proposals += [
         _compile_proposal(cuda, algorithm),
         _fused_adam_proposal(cuda, algorithm),
-        _cuda_graphs_proposal(cuda, algorithm, str(overrides.get("trainer.precision", precision))),
+        _cuda_graphs_proposal(
+            cuda,
+            algorithm,
+            str(overrides.get("trainer.precision", precision)),
+            anneals=bool(overrides.get("model.lr_anneal", False)),
+        ),
         ("model.speed.tf32", cuda and device.supports_tf32, _tf32_why(device)),
         ("trainer.benchmark", cuda, "cuDNN autotuning on CUDA (no effect on MLPs, no cost)" if cuda else "CPU"),
     ]
@@ -265,15 +277,19 @@ def _compile_proposal(cuda: bool, algorithm: str) -> tuple[str, bool, str]:
     return ("model.speed.compile", False, CPU_EAGER_WHY)
 
 
-def _cuda_graphs_proposal(cuda: bool, algorithm: str, precision: str) -> tuple[str, bool, str]:
-    """``model.speed.cuda_graphs``: on for SAC where its precision can be captured (measured 6.3x a whole fit)."""
+def _cuda_graphs_proposal(cuda: bool, algorithm: str, precision: str, *, anneals: bool) -> tuple[str, bool, str]:
+    """``model.speed.cuda_graphs``: on for SAC and PPO where their precision can be captured (measured 6.3x and
+    2.6x whole fits), off for A2C (a whole fit measured collection-bound) and where the user anneals the learning
+    rate (a captured step keeps the rate it was captured with; the agent refuses the pair)."""
     if not cuda:
         return ("model.speed.cuda_graphs", False, "CUDA graphs need a CUDA device")
-    if algorithm == "sac" and precision == "bf16-mixed":
-        return ("model.speed.cuda_graphs", True, SAC_GPU_WHY)
-    if algorithm == "sac":
+    if anneals:
+        return ("model.speed.cuda_graphs", False, "model.lr_anneal is on: a captured step would keep its first rate")
+    if algorithm in GPU_GRAPHED_WHY and precision == "bf16-mixed":
+        return ("model.speed.cuda_graphs", True, GPU_GRAPHED_WHY[algorithm])
+    if algorithm in GPU_GRAPHED_WHY:
         return ("model.speed.cuda_graphs", False, f"{precision} cannot be captured (fp16's GradScaler syncs)")
-    return ("model.speed.cuda_graphs", False, NOT_MEASURED)
+    return ("model.speed.cuda_graphs", False, A2C_GPU_WHY)
 
 
 def _fused_adam_proposal(cuda: bool, algorithm: str) -> tuple[str, bool, str]:

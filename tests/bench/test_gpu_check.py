@@ -216,6 +216,8 @@ def test_whole_fits_time_each_gpu_profile_its_alternative_and_its_cpu_profile_fo
     sac = [fit for fit in plan if fit["profile"] == "sac_rtx4060"]
     assert [fit["variant"] for fit in sac] == ["as committed", "16-mixed eager", "CPU profile"]
     assert sac[2]["config"] == "configs/sac_cpu.yaml" and sac[2]["cpu"]  # what a user without the GPU runs
+    ppo = [fit for fit in plan if fit["profile"] == "ppo_rtx4060"]
+    assert [fit["variant"] for fit in ppo] == ["as committed", "16-mixed eager", "CPU profile"]  # what it replaced
     assert len({fit["name"] for fit in plan}) == len(plan) == 8  # A2C: only as committed and its CPU profile
     # 10,240 timed frames at least, 3 timed rollouts at least, plus the first
     assert [rollouts_for(config) for config in configs] == [11, 4, 41]
