@@ -287,8 +287,10 @@ def _cuda_graphs_proposal(cuda: bool, algorithm: str, precision: str, *, anneals
         return ("model.speed.cuda_graphs", False, "model.lr_anneal is on: a captured step would keep its first rate")
     if algorithm in GPU_GRAPHED_WHY and precision == "bf16-mixed":
         return ("model.speed.cuda_graphs", True, GPU_GRAPHED_WHY[algorithm])
-    if algorithm in GPU_GRAPHED_WHY:
+    if algorithm in GPU_GRAPHED_WHY and precision in ("16-mixed", "16"):
         return ("model.speed.cuda_graphs", False, f"{precision} cannot be captured (fp16's GradScaler syncs)")
+    if algorithm in GPU_GRAPHED_WHY:
+        return ("model.speed.cuda_graphs", False, f"measured in bf16-mixed only; {precision} can opt in")
     return ("model.speed.cuda_graphs", False, A2C_GPU_WHY)
 
 

@@ -82,6 +82,11 @@ def test_rtx_4060_laptop_gets_the_8gb_profile_sac_and_ppo_in_bf16_with_cuda_grap
     assert annealed.value("model.speed.cuda_graphs") is False  # the agent refuses annealing under CUDA graphs
     typed_fp16 = choose_profile(RTX_4060_LAPTOP, "sac", {"trainer.precision": "16-mixed"}, IQUITOS)
     assert typed_fp16.value("model.speed.cuda_graphs") is False  # its GradScaler cannot be captured
+    graphs_why = next(s.why for s in typed_fp16.settings if s.key == "model.speed.cuda_graphs")
+    assert "GradScaler" in graphs_why
+    typed_fp32 = choose_profile(RTX_4060_LAPTOP, "sac", {"trainer.precision": "32-true"}, IQUITOS)
+    graphs_why = next(s.why for s in typed_fp32.settings if s.key == "model.speed.cuda_graphs")
+    assert typed_fp32.value("model.speed.cuda_graphs") is False and "can opt in" in graphs_why  # capturable, unmeasured
     assert choice.value("model.hidden_sizes") == [256, 256]
     assert choice.value("model.batch_size") == 256
     assert choice.value("model.speed.tf32") is True and choice.value("trainer.benchmark") is True
