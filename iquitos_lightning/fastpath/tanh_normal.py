@@ -161,6 +161,55 @@ class TanhNormalSampler(TensorDictModuleBase):
         return held
 
 
+class DeterministicTanhNormalPolicy(TensorDictModuleBase):
+    """``actor``'s deterministic action (the Gaussian mean through the safe tanh and the bounds' map), computed as
+    ``TanhNormal.deterministic_sample`` computes it, without building the distribution or scoring the action.
+
+    Why: evaluation steps one env through a whole year, 8,760 sequential calls of the policy on one observation, and
+    through ``ProbabilisticActor`` each call builds a ``TanhNormal`` and, where the actor returns log-probabilities
+    (PPO, A2C), scores the deterministic action by inverting the tanh; evaluation reads neither. Writes the actor's
+    network outputs and the action (no log-probability): what an evaluation rollout keeps. The actions equal the
+    actor's under ``ExplorationType.DETERMINISTIC`` bit for bit (tests/fastpath/test_tanh_normal.py)."""
+
+    def __init__(self, actor: ProbabilisticActor) -> None:
+        if not samples_like_tanh_normal(actor):
+            raise TypeError("DeterministicTanhNormalPolicy takes a ProbabilisticActor over TanhNormal")
+        super().__init__()
+        self.actor = actor
+        parameters = actor.module[0]
+        self.in_keys = list(parameters.in_keys)
+        self.out_keys = [*parameters.out_keys, actor.module[1].out_keys[0]]
+        self._observation_key = parameters.in_keys[0]
+        self._network_keys = list(parameters.out_keys)
+        self._action_key = actor.module[1].out_keys[0]
+        self._bounds = CachedSquashingBounds()
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        outputs = self.actor.module[0].module(tensordict.get(self._observation_key))
+        for key, value in zip(self._network_keys, outputs, strict=True):
+            tensordict.set(key, value)
+        bounds = self._bounds(self.actor.module[1].distribution_kwargs)
+        tensordict.set(self._action_key, deterministic_action(outputs[0], bounds))
+        return tensordict
+
+
+def deterministic_action(loc: torch.Tensor, bounds: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    """``TanhNormal(loc, scale, low, high).deterministic_sample``'s operations: TorchRL's safe tanh of the mean (its
+    no-gradient form, as :func:`rsample_and_log_prob`), then the affine map of :func:`squashing_bounds`."""
+    limit = 1.0 - torch.finfo(loc.dtype).resolution  # TorchRL's SafeTanhTransform clamp
+    squashed = loc.tanh().clamp(-limit, limit)
+    if bounds is None:
+        return squashed
+    return bounds[0].to(loc.device) + bounds[1].to(loc.device) * squashed
+
+
+def evaluation_policy(policy: TensorDictModuleBase) -> TensorDictModuleBase:
+    """What a deterministic evaluation runs for ``policy``: a :class:`DeterministicTanhNormalPolicy` over it when it
+    is a TanhNormal actor, else ``policy`` itself. Built per evaluation: stored on an agent it would register the
+    actor a second time in the agent's ``state_dict``."""
+    return DeterministicTanhNormalPolicy(policy) if samples_like_tanh_normal(policy) else policy
+
+
 def distribution_parameters(actor: ProbabilisticActor, *inputs: torch.Tensor) -> dict[str, torch.Tensor]:
     """The keyword arguments ``actor``'s distribution is built from, by its network called on ``inputs`` (the
     tensors of its ``in_keys``): what ``ProbabilisticTensorDictModule.get_dist`` reads, without the tensordicts."""

@@ -12,8 +12,10 @@ from iquitos_lightning.agents import EnvConfig
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor
 from iquitos_lightning.envs.factory import make_env
 from iquitos_lightning.fastpath.tanh_normal import (
+    DeterministicTanhNormalPolicy,
     TanhNormalSampler,
     collection_policy,
+    evaluation_policy,
     log_prob,
     rsample_and_log_prob,
     squashing_bounds,
@@ -80,6 +82,32 @@ def test_deterministic_exploration_is_the_actor_itself() -> None:
     env, actor = _actor("Pendulum-v1")
     expected, fast = _both(actor, TanhNormalSampler(actor), _observations(env, 8), ExplorationType.DETERMINISTIC)
     assert torch.equal(fast["action"], expected["action"])
+
+
+@pytest.mark.parametrize("return_log_prob", [True, False])
+@pytest.mark.parametrize("policy_scale", ["state", "parameter", "gsde"])
+@pytest.mark.parametrize("bounds", [None, (-0.5, 3.0)], ids=["env_bounds", "asymmetric_bounds"])
+def test_the_deterministic_policy_writes_the_actors_deterministic_actions_bit_for_bit(
+    return_log_prob: bool, policy_scale: str, bounds: tuple[float, float] | None
+) -> None:
+    """What evaluation runs: the Gaussian mean through the safe tanh and the bounds' map, saturated means included."""
+    env, actor = _actor("Pendulum-v1", return_log_prob=return_log_prob, policy_scale=policy_scale)
+    if bounds is not None:
+        actor.module[1].distribution_kwargs.update(low=torch.tensor([bounds[0]]), high=torch.tensor([bounds[1]]))
+    with torch.no_grad():  # means far past the tanh's float32 saturation for some rows: the safe clamp decides
+        [layer for layer in actor.modules() if isinstance(layer, torch.nn.Linear)][-1].weight.mul_(50.0)
+    expected, fast = _both(actor, DeterministicTanhNormalPolicy(actor), _observations(env, 64),
+                           ExplorationType.DETERMINISTIC)  # fmt: skip
+    assert (fast["loc"].abs() > 10).any()
+    for key in ("loc", "scale", "action"):
+        assert torch.equal(fast[key], expected[key]), key
+    assert "action_log_prob" not in fast.keys()  # evaluation reads no score
+
+
+def test_evaluation_policy_keeps_modules_it_does_not_reproduce() -> None:
+    _, actor = _actor("Pendulum-v1")
+    assert isinstance(evaluation_policy(actor), DeterministicTanhNormalPolicy)
+    assert evaluation_policy(actor.module[0]) is actor.module[0]
 
 
 def test_collection_policy_keeps_modules_it_does_not_reproduce() -> None:
