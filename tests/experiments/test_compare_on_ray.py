@@ -82,6 +82,7 @@ def _compare(tmp_path: Path, name: str, *launcher: str) -> subprocess.CompletedP
         "--override", "model.init_args.rollout.frames_per_batch=56",
         "--override", "model.init_args.hidden_sizes=[8,8]",
         "--override", "sac:model.init_args.speed.compile=false",
+        "--override", "model.init_args.rollout.overlap=false",  # no collection worker: the launcher is what is tested
         *launcher,
     ]  # fmt: skip
     environment = {**os.environ, **LOOPBACK_ONLY}
