@@ -196,11 +196,7 @@ class DeterministicTanhNormalPolicy(TensorDictModuleBase):
 def deterministic_action(loc: torch.Tensor, bounds: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
     """``TanhNormal(loc, scale, low, high).deterministic_sample``'s operations: TorchRL's safe tanh of the mean (its
     no-gradient form, as :func:`rsample_and_log_prob`), then the affine map of :func:`squashing_bounds`."""
-    limit = 1.0 - torch.finfo(loc.dtype).resolution  # TorchRL's SafeTanhTransform clamp
-    squashed = loc.tanh().clamp(-limit, limit)
-    if bounds is None:
-        return squashed
-    return bounds[0].to(loc.device) + bounds[1].to(loc.device) * squashed
+    return _to_bounds(_safe_tanh(loc), bounds)
 
 
 def evaluation_policy(policy: TensorDictModuleBase) -> TensorDictModuleBase:
@@ -259,17 +255,21 @@ def rsample_and_log_prob(
     if noise is None:
         noise = torch.empty_like(loc).normal_()  # torch's Normal.rsample draws exactly this
     preimage = loc + noise * scale
-    if preimage.requires_grad:
-        squashed = safetanh_noeps(preimage)
-    else:
-        limit = 1.0 - torch.finfo(preimage.dtype).resolution  # TorchRL's SafeTanhTransform clamp
-        squashed = preimage.tanh().clamp(-limit, limit)
-    if bounds is not None:
-        center, half_range = bounds[0].to(loc.device), bounds[1].to(loc.device)
-        action = center + half_range * squashed
-    else:
-        action = squashed
-    return action, _log_density(preimage, loc, scale, bounds)
+    squashed = safetanh_noeps(preimage) if preimage.requires_grad else _safe_tanh(preimage)
+    return _to_bounds(squashed, bounds), _log_density(preimage, loc, scale, bounds)
+
+
+def _safe_tanh(preimage: torch.Tensor) -> torch.Tensor:
+    """TorchRL's safe tanh without gradients: the tanh clamped one resolution short of +-1 (SafeTanhTransform)."""
+    limit = 1.0 - torch.finfo(preimage.dtype).resolution
+    return preimage.tanh().clamp(-limit, limit)
+
+
+def _to_bounds(squashed: torch.Tensor, bounds: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    """The affine map of :func:`squashing_bounds` from ``[-1, 1]`` to the actor's bounds (none for unit bounds)."""
+    if bounds is None:
+        return squashed
+    return bounds[0].to(squashed.device) + bounds[1].to(squashed.device) * squashed
 
 
 def collection_policy(actor: TensorDictModuleBase, noise_hold_steps: int = 1) -> TensorDictModuleBase:
