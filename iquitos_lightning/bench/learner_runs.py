@@ -4,8 +4,9 @@ the plain loop (:mod:`.plain_loops`) of the same algorithm with the same setting
 Why the agent's own hyperparameters feed the plain loop: "the same settings" is only true if both sides read one
 record. Our agent is built from the profile's ``model.init_args`` (with the bench's budget and no evaluation), and
 the plain loop reads the built agent's ``hparams`` (the profile's values plus every default the agent filled in),
-and steps the very twin our agent's config builds (``make_env(...).base_env``: the same site, envs, layout,
-objective, observation, starts and episode length), without our TorchRL transforms around it.
+and steps the twin our agent's config builds (``twin_options``: the same site, envs, layout, objective, observation,
+starts and episode length) as the bare :class:`~iquitos_lightning.envs.twin.IquitosTwin`, without the step count,
+episode reward and finite check our training twin adds (envs/training_twin.py).
 Training years (``env.train_site_seeds``) are left out on both sides: they change which rows of the tables an env
 reads, not the work of a step, and the tiny site has none.
 """
@@ -27,7 +28,8 @@ from iquitos_lightning.agents.config import as_config
 from iquitos_lightning.bench.ours import FrameMarks
 from iquitos_lightning.bench.plain_loops import Mark, on_policy_settings, sac_settings, train_on_policy, train_sac
 from iquitos_lightning.bench.trainer import bare_trainer
-from iquitos_lightning.envs.factory import EnvConfig, make_env
+from iquitos_lightning.envs.factory import EnvConfig, twin_options
+from iquitos_lightning.envs.twin import make_twin
 
 EXPERIMENT_PROFILES = {
     "PPO": "configs/experiments/tariff/ppo_fleet_tariff_twin_cpu.yaml",
@@ -115,7 +117,8 @@ def run_plain(case: LearnerCase, hparams: Mapping[str, Any], seed: int = 0) -> l
     """The plain loop of ``case.algorithm`` with ``hparams`` (:func:`agent_hparams`), as many rollouts as our agent's
     budget, on the twin our agent's env config builds; the marks after every rollout."""
     torch.manual_seed(seed)
-    twin = make_env(as_config(EnvConfig, dict(hparams["env"]))).base_env
+    config = as_config(EnvConfig, dict(hparams["env"]))
+    twin = make_twin(config.site, **twin_options(config))  # bare: no step count, episode reward or finite check
     rollouts = int(hparams["rollout"]["frame_budget"]) // int(hparams["rollout"]["frames_per_batch"])
     if case.algorithm == "SAC":
         return train_sac(twin, sac_settings(dict(hparams)), rollouts)

@@ -246,21 +246,9 @@ def make_env(config: EnvConfig, *, evaluation: bool = False, selection: bool = F
     """
     if config.name == IQUITOS and config.backend == TWIN and not evaluation:
         # lazy: the twin reads the built site (pvlib behind the site builder); Gymnasium-only runs never need it
-        from iquitos_lightning.envs.twin import make_torchrl_twin
+        from iquitos_lightning.envs.training_twin import make_torchrl_twin
 
-        return make_torchrl_twin(
-            config.site,
-            data_root=Path(config.data_root),
-            num_envs=config.num_envs,
-            compile_physics=config.compile_twin,
-            start=config.start,
-            episode_hours=config.episode_hours,
-            start_peak=config.start_peak,
-            seed=config.seed,
-            years=training_years(config),
-            reward_baseline=config.reward_baseline,
-            **site_env_options(config),
-        )
+        return make_torchrl_twin(config.site, **twin_options(config))
     if selection:
         if not evaluation or config.validation_site_seed is None:
             raise ValueError("a selection env is an evaluation env of a run with a validation_site_seed")
@@ -354,6 +342,24 @@ def general_torchrl_env(seeding: EpisodeSeeding) -> EnvBase:
     return env
 
 
+def twin_options(config: EnvConfig) -> dict[str, Any]:
+    """The keyword arguments of the twin a twin-backend ``config`` trains on (:func:`~iquitos_lightning.envs.twin.
+    make_twin`'s): also what the bench's plain loops build their bare twin from, so both sides step the same site,
+    envs, layout, objective, observation, starts and years."""
+    return {
+        "data_root": Path(config.data_root),
+        "num_envs": config.num_envs,
+        "compile_physics": config.compile_twin,
+        "start": config.start,
+        "episode_hours": config.episode_hours,
+        "start_peak": config.start_peak,
+        "seed": config.seed,
+        "years": training_years(config),
+        "reward_baseline": config.reward_baseline,
+        **site_env_options(config),
+    }
+
+
 def _has_float64(env: EnvBase) -> bool:
     """Whether any observation or the reward is float64 (what ``DoubleToFloat`` converts)."""
     specs = [*env.observation_spec.values(True, True), env.reward_spec]
@@ -363,12 +369,13 @@ def _has_float64(env: EnvBase) -> bool:
 def episode_seeding(env: EnvBase) -> EpisodeCounter:
     """The :class:`EpisodeSeeding` wrapper inside an env made by :func:`make_env` (the twin itself for the twin:
     it is deterministic, so its reset counter is all there is to restore)."""
+    base = getattr(env, "base_env", env)  # a TransformedEnv's env; the twin and FlatGymEnv are their own
     if isinstance(env, FlatGymEnv):
         seeding = env.gym_env
-    elif isinstance(env.base_env, GymWrapper):
-        seeding = env.base_env._env  # GymWrapper keeps the Gymnasium env it wraps there
-    elif isinstance(env.base_env, EpisodeCounter):
-        return env.base_env  # the twin counts its own resets
+    elif isinstance(base, GymWrapper):
+        seeding = base._env  # GymWrapper keeps the Gymnasium env it wraps there
+    elif isinstance(base, EpisodeCounter):
+        return base  # the twin counts its own resets
     else:
         seeding = None
     if not isinstance(seeding, EpisodeSeeding):

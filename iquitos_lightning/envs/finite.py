@@ -6,8 +6,8 @@ loss with no hint of where it came from. Checked as it leaves the env, the error
 observation (by the env's ``observation_names`` when it has them, e.g. ``mall_forecast_1`` for the
 Iquitos site), the step and the episode. The check is a few microseconds per step.
 
-The batched twin is a TorchRL env of B envs with no Gymnasium layer to wrap: :class:`FiniteTensorValues`
-is the same check as a TorchRL transform, naming the observation, the env of the batch and its step.
+The batched twin is a TorchRL env of B envs with no Gymnasium layer to wrap: :func:`check_finite_batch` is the
+same check on its tensordicts, naming the observation, the env of the batch and its step.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 from tensordict import TensorDictBase
-from torchrl.envs.transforms import Transform
 
 from iquitos_lightning.errors import NumericalFault
 
@@ -76,52 +75,41 @@ class FiniteValues(gym.Wrapper):
         return f"{key or 'observation'}[{index}]"
 
 
-class FiniteTensorValues(Transform):
-    """Raises :class:`NonFiniteEnvValue` when a batched TorchRL env's ``reset``/``step`` returns a non-finite
-    ``observation`` or ``reward`` (the twin's :class:`FiniteValues`).
+def check_finite_batch(
+    values: TensorDictBase, env_name: str, observation_names: Sequence[str] | None, where: str
+) -> None:
+    """Raises :class:`NonFiniteEnvValue` when a batched env's ``observation`` or ``reward`` in ``values`` (what its
+    ``reset``/``step`` returns) is not finite, naming the value, the env of the batch and its step: the twin's
+    :class:`FiniteValues` (called by :class:`~iquitos_lightning.envs.training_twin.TrainingTwin`).
 
-    Cost: a sum over the batch's observations and rewards and one host sync per step (the twin's step syncs
-    once already, to check its clock); naming the culprit happens only on a fault.
+    Cost: a sum over the batch's observations and rewards and one host sync per step (the twin's step syncs once
+    already, to check its clock); naming the culprit happens only on a fault.
     """
+    observation, reward = values.get("observation"), values.get("reward", None)
+    # One sum: a NaN or inf anywhere makes it non-finite (2.5x cheaper than isfinite().all() per tensor,
+    # ~14 us for 64 envs on one CPU thread); a finite batch that merely overflows the sum is let through below.
+    total = observation.sum() if reward is None else observation.sum() + reward.sum()
+    if bool(torch.isfinite(total)):
+        return
+    steps = values.get("step_count", None)
+    for name, part in (("reward", reward), ("observation", observation)):
+        if part is None or bool(torch.isfinite(part).all()):
+            continue
+        per_env = part.reshape(max(values.batch_size.numel(), 1), -1)  # [envs, values]
+        env, index = (int(position) for position in torch.nonzero(~torch.isfinite(per_env))[0])
+        label = "reward" if name == "reward" else _observation_label(observation_names, index)
+        step = f" at step {int(steps.reshape(-1)[env])}" if steps is not None else ""
+        raise NonFiniteEnvValue(
+            f"env {env_name!r} returned a non-finite {label} = {per_env[env, index].item()} in env {env} "
+            f"of the batch{step} ({where}); check the data this value is computed from (for the site: "
+            "series.csv of its built dataset)"
+        )
 
-    def __init__(self, env_name: str, observation_names: Sequence[str] | None = None) -> None:
-        super().__init__()
-        self.env_name = env_name
-        self.observation_names = list(observation_names) if observation_names is not None else None
 
-    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
-        self._check(next_tensordict, "step")
-        return next_tensordict
-
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
-        self._check(tensordict_reset, "reset")
-        return tensordict_reset
-
-    def _check(self, values: TensorDictBase, where: str) -> None:
-        observation, reward = values.get("observation"), values.get("reward", None)
-        # One sum: a NaN or inf anywhere makes it non-finite (2.5x cheaper than isfinite().all() per tensor,
-        # ~14 us for 64 envs on one CPU thread); a finite batch that merely overflows the sum is let through below.
-        total = observation.sum() if reward is None else observation.sum() + reward.sum()
-        if bool(torch.isfinite(total)):
-            return
-        steps = values.get("step_count", None)
-        for name, part in (("reward", reward), ("observation", observation)):
-            if part is None or bool(torch.isfinite(part).all()):
-                continue
-            per_env = part.reshape(max(values.batch_size.numel(), 1), -1)  # [envs, values]
-            env, index = (int(position) for position in torch.nonzero(~torch.isfinite(per_env))[0])
-            label = "reward" if name == "reward" else self._name(index)
-            step = f" at step {int(steps.reshape(-1)[env])}" if steps is not None else ""
-            raise NonFiniteEnvValue(
-                f"env {self.env_name!r} returned a non-finite {label} = {per_env[env, index].item()} in env {env} "
-                f"of the batch{step} ({where}); check the data this value is computed from (for the site: "
-                "series.csv of its built dataset)"
-            )
-
-    def _name(self, index: int) -> str:
-        if self.observation_names is not None and index < len(self.observation_names):
-            return f"observation {self.observation_names[index]!r} (observation[{index}])"
-        return f"observation[{index}]"
+def _observation_label(observation_names: Sequence[str] | None, index: int) -> str:
+    if observation_names is not None and index < len(observation_names):
+        return f"observation {observation_names[index]!r} (observation[{index}])"
+    return f"observation[{index}]"
 
 
 def _named_parts(observation: Any) -> list[tuple[str | None, Any]]:

@@ -53,7 +53,7 @@ import pandas as pd
 import torch
 from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Bounded, Categorical, Composite, Unbounded
-from torchrl.envs import EnvBase, RewardSum, StepCounter, TransformedEnv
+from torchrl.envs import EnvBase
 
 from iquitos_lightning.envs import objectives
 from iquitos_lightning.envs.actions import (
@@ -67,7 +67,6 @@ from iquitos_lightning.envs.actions import (
     socket_power,
 )
 from iquitos_lightning.envs.env_action import applied_action
-from iquitos_lightning.envs.finite import FiniteTensorValues
 from iquitos_lightning.envs.grid_target import import_centre_kw
 from iquitos_lightning.envs.reference_runs import cached_reference
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
@@ -755,24 +754,14 @@ class _TwinState:
 
 
 def make_twin(
-    site: str | Path | SiteConfig = "configs/site/iquitos-2026.yaml", *, data_root: Path = Path("data"), **options: Any
+    site: str | Path | SiteConfig = "configs/site/iquitos-2026.yaml",
+    *,
+    data_root: Path = Path("data"),
+    twin_class: type[IquitosTwin] = IquitosTwin,
+    **options: Any,
 ) -> IquitosTwin:
-    """Build (or reuse) the site's dataset under ``data_root/<name>`` and simulate it as an :class:`IquitosTwin`;
-    ``options`` are its keyword arguments (reward weights, batch size, device, layout, objective, starts...)."""
+    """Build (or reuse) the site's dataset under ``data_root/<name>`` and simulate it as a ``twin_class`` (an
+    :class:`IquitosTwin`, or the training twin of envs/training_twin.py); ``options`` are its keyword arguments
+    (reward weights, batch size, device, layout, objective, starts...)."""
     build = built_site(site, data_root)
-    return IquitosTwin(build.schema_path, build.series, **options)
-
-
-def make_torchrl_twin(
-    site: str | Path | SiteConfig = "configs/site/iquitos-2026.yaml", **twin_options: Any
-) -> TransformedEnv:
-    """The twin as agents see it: ``StepCounter`` + ``RewardSum`` (as ``make_env`` gives the CityLearn env), and
-    the finite-value check every training env has (a NaN in the site's data stops the run naming the observation).
-
-    ``twin_options`` are :func:`make_twin`'s keyword arguments (batch size, device, layout, objective, starts...).
-    """
-    twin = make_twin(site, **twin_options)
-    env = TransformedEnv(twin, StepCounter())
-    env.append_transform(RewardSum())
-    env.append_transform(FiniteTensorValues("iquitos twin", twin.tables.observation_names))
-    return env
+    return twin_class(build.schema_path, build.series, **options)

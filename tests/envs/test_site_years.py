@@ -116,10 +116,10 @@ def test_the_training_env_trains_on_the_listed_years_and_refuses_them_elsewhere(
         site=str(TINY), data_root=str(data_root), backend="twin", num_envs=2, actions=FLEET, train_site_seeds=[101]
     )
     env = make_env(config)
-    assert [year.config.seed for year in env.base_env.years] == [101]
-    assert env.base_env.series.config.seed == 7  # the site's own year sets the scales; evaluation runs it
+    assert [year.config.seed for year in env.years] == [101]
+    assert env.series.config.seed == 7  # the site's own year sets the scales; evaluation runs it
     with pytest.raises(ValueError, match="train_site_seeds"):
         EnvConfig(site=str(TINY), train_site_seeds=[101])  # CityLearn trains on the site's own year
     with pytest.raises(ValueError, match="record=True"):
         years = site_years(TINY, [101, 102], data_root)
-        IquitosTwin(built_site(TINY, data_root).schema_path, env.base_env.series, years=years, record=True)
+        IquitosTwin(built_site(TINY, data_root).schema_path, env.series, years=years, record=True)

@@ -183,7 +183,7 @@ def test_partial_reset_restarts_only_the_masked_envs(citylearn: IquitosEnv) -> N
 def test_make_env_trains_on_the_twin_and_always_evaluates_on_citylearn(data_root: Path) -> None:
     config = EnvConfig(site=str(TINY), data_root=str(data_root), backend="twin", num_envs=3)
     train = make_env(config)
-    assert isinstance(train.base_env, IquitosTwin) and train.batch_size == torch.Size([3])
+    assert isinstance(train, IquitosTwin) and train.batch_size == torch.Size([3])
     rollout = train.rollout(5)
     assert rollout.shape == (3, 5) and ("next", "episode_reward") in rollout.keys(True)
     assert site_env(make_env(config, evaluation=True)) is not None  # CityLearn's IquitosEnv

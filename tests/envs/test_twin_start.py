@@ -126,9 +126,9 @@ def test_start_peak_is_a_twin_training_matter_and_a_bad_value_is_refused(data_ro
     assert make_twin(TINY, data_root=data_root, start="staggered")._start_peaks is None  # thesis: no peak
     config = EnvConfig(site=str(TINY), data_root=str(data_root), backend="twin", num_envs=2, start="staggered",
                        episode_hours=24, objective="tariff", start_peak="zero")  # fmt: skip
-    assert make_env(config).base_env._start_peaks is None
+    assert make_env(config)._start_peaks is None
     config.start_peak = "reference"
-    assert make_env(config).base_env._start_peaks is not None
+    assert make_env(config)._start_peaks is not None
     with pytest.raises(ValueError, match="env.start_peak must be one of .*'month'"):
         EnvConfig(start_peak="month")
 

@@ -147,7 +147,7 @@ def test_a_non_finite_value_of_the_training_twin_stops_the_rollout_naming_it(twi
     from iquitos_lightning.envs.site_tables import observation_names
 
     env = make_env(EnvConfig(site=TINY, data_root=str(twin_data_root), backend="twin", num_envs=2))
-    twin = env.base_env
+    twin = env
     assert env.rollout(5).numel() == 10  # clean data: five steps of two envs go through
     if broken == "observation":
         pv = observation_names(twin.sockets, twin.objective).index("pv")
