@@ -369,7 +369,7 @@ def _has_float64(env: EnvBase) -> bool:
 def episode_seeding(env: EnvBase) -> EpisodeCounter:
     """The :class:`EpisodeSeeding` wrapper inside an env made by :func:`make_env` (the twin itself for the twin:
     it is deterministic, so its reset counter is all there is to restore)."""
-    base = getattr(env, "base_env", env)  # a TransformedEnv's env; the twin and FlatGymEnv are their own
+    base = _innermost(env)
     if isinstance(env, FlatGymEnv):
         seeding = env.gym_env
     elif isinstance(base, GymWrapper):
@@ -396,8 +396,13 @@ class ResumesAnywhere(Protocol):
 def resumes_anywhere(env: EnvBase) -> ResumesAnywhere | None:
     """The env inside ``env`` (made by :func:`make_env`) that saves and restores its whole state: the twin; None for
     CityLearn and Gymnasium envs, which resume exactly only from an episode boundary."""
-    base = env if isinstance(env, FlatGymEnv) else getattr(env, "base_env", env)
+    base = _innermost(env)
     return base if isinstance(base, ResumesAnywhere) else None
+
+
+def _innermost(env: EnvBase) -> EnvBase:
+    """The env under a ``TransformedEnv``'s transforms; the training twin and :class:`FlatGymEnv` are their own."""
+    return getattr(env, "base_env", env)
 
 
 def site_env(env: EnvBase) -> Any | None:

@@ -32,6 +32,7 @@ from iquitos_lightning.envs.twin import IquitosTwin, make_twin
 
 STEP_COUNT = "step_count"
 EPISODE_REWARD = "episode_reward"
+ENV_NAME = "iquitos twin"  # how a non-finite value's error names the env
 
 
 class TrainingTwin(IquitosTwin):
@@ -60,14 +61,14 @@ class TrainingTwin(IquitosTwin):
         fresh = super()._reset(tensordict, **kwargs)
         fresh.set(STEP_COUNT, self.observation_spec[STEP_COUNT].zero())
         fresh.set(EPISODE_REWARD, self.observation_spec[EPISODE_REWARD].zero())
-        check_finite_batch(fresh, "iquitos twin", self.tables.observation_names, "reset")
+        check_finite_batch(fresh, ENV_NAME, self.tables.observation_names, "reset")
         return fresh
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         next_values = super()._step(tensordict)
         next_values.set(STEP_COUNT, tensordict.get(STEP_COUNT) + 1)
         next_values.set(EPISODE_REWARD, tensordict.get(EPISODE_REWARD, 0.0) + next_values.get("reward"))
-        check_finite_batch(next_values, "iquitos twin", self.tables.observation_names, "step")
+        check_finite_batch(next_values, ENV_NAME, self.tables.observation_names, "step")
         return next_values
 
 
