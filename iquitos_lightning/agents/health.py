@@ -28,6 +28,9 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.envs import ExplorationType, set_exploration_type
 from torchrl.modules import ProbabilisticActor, TanhNormal
 
+from iquitos_lightning.fastpath.tanh_normal import distribution_parameters, samples_like_tanh_normal, squashing_bounds
+from iquitos_lightning.fastpath.tanh_normal import log_prob as tanh_normal_log_prob
+
 # An action component within this fraction of its range's width from either end counts as "at the bound".
 AT_BOUND_TOLERANCE = 0.01
 # Pre-tanh Gaussian entropy per dimension is 0.5 * log(2 pi e) + log(scale).
@@ -102,13 +105,24 @@ def approximate_kl(actor: ProbabilisticActor, data: TensorDictBase) -> float:
         interior = (((action - low.to(action)) > near) & ((high.to(action) - action) > near)).all(-1)
     else:  # a plain Gaussian's log-probability is exact beyond the bounds too
         interior = torch.ones(action.shape[:-1], dtype=torch.bool, device=action.device)
-    distribution = actor.get_dist(data.select(*actor.in_keys))
-    new_log_prob = distribution.log_prob(action)
+    new_log_prob = current_log_prob(actor, data, action)
     log_ratio = (new_log_prob - data["action_log_prob"])[interior]
     log_ratio = log_ratio[torch.isfinite(log_ratio)]
     if log_ratio.numel() == 0:
         return float("nan")
     return float(((log_ratio.exp() - 1) - log_ratio).mean())
+
+
+def current_log_prob(actor: ProbabilisticActor, data: TensorDictBase, action: torch.Tensor) -> torch.Tensor:
+    """The actor's log-probability of ``action`` at ``data``'s inputs now. A TanhNormal actor's through TanhNormal's
+    own operations on tensors (fastpath/tanh_normal.py ``log_prob``, the lean PPO loss's: the same bits without
+    building the distribution; on A2C's 512-frame rollout 0.5 ms of the ~1.2 ms this signal cost), any other
+    through the distribution."""
+    if not samples_like_tanh_normal(actor):
+        return actor.get_dist(data.select(*actor.in_keys)).log_prob(action)
+    parameters = distribution_parameters(actor, *(data.get(key) for key in actor.module[0].in_keys))
+    bounds = squashing_bounds(actor.module[-1].distribution_kwargs)
+    return tanh_normal_log_prob(parameters["loc"], parameters["scale"], action, bounds)
 
 
 def gradient_norm(parameters: Iterable[torch.Tensor]) -> torch.Tensor:

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModule
 from torch.optim import Adam
 from torchrl.objectives.value import GAE
 
@@ -45,6 +46,23 @@ def critic_and_entropy(entropy_coef: float, critic_coef: float) -> dict[str, Any
         "critic_coeff": critic_coef,
         "loss_critic_type": "smooth_l1",
     }
+
+
+def state_values(critic: TensorDictModule, data: TensorDictBase) -> None:
+    """Write the critic's value of each observation and of each next observation into ``data`` (the keys GAE reads
+    when it has no value network), with one call of the critic's network on both stacked.
+
+    Why not GAE's own value network: TorchRL's ``GAE`` runs the critic through ``vmap`` over a stacked tensordict,
+    which costs more than the matrix products themselves on a rollout of this project's sizes (A2C's 512 frames:
+    1.54 ms against 0.78 ms; PPO's 8,192: 20.5 against 10.6 ms, one thread). The values are the same bits
+    (tests/agents/test_state_values.py compares the advantages and targets with the library's path). The rollouts
+    hold finite next observations (the envs check them), so the library's NaN substitution has nothing to do.
+    """
+    inputs = [torch.stack([data.get(key), data.get(("next", key))]) for key in critic.in_keys]
+    values = critic.module(*inputs)
+    key = critic.out_keys[0]
+    data.set(key, values[0])
+    data.set(("next", key), values[1])
 
 
 class OnPolicyAgent(RLAgent):
@@ -141,7 +159,8 @@ class OnPolicyAgent(RLAgent):
         if initialisation == "orthogonal":
             orthogonal_init(self.actor, POLICY_OUTPUT_GAIN)
             orthogonal_init(self.critic, VALUE_OUTPUT_GAIN)
-        self.advantage_module = GAE(gamma=gamma, lmbda=gae_lambda, value_network=self.critic, average_gae=False)
+        # GAE without a value network: it reads the state values :meth:`with_advantages` writes (state_values)
+        self.advantage_module = GAE(gamma=gamma, lmbda=gae_lambda, value_network=None, average_gae=False)
         self._gradient_norms = []
 
     @property
@@ -186,6 +205,7 @@ class OnPolicyAgent(RLAgent):
             self.reward_normalizer.normalize_rollout(data)
         data["next", "reward"] = data["next", "reward"] * self.reward_scale
         with torch.no_grad():
+            state_values(self.critic, data)
             self.advantage_module(data)
         return data
 

@@ -12,7 +12,7 @@ import torch
 from agents_testkit import cpu_trainer, small_sac
 
 from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
-from iquitos_lightning.agents.health import approximate_kl, explained_variance, policy_spread
+from iquitos_lightning.agents.health import approximate_kl, current_log_prob, explained_variance, policy_spread
 from iquitos_lightning.envs.factory import make_env
 from iquitos_lightning.training.callbacks import LearningHealth, RunReport
 
@@ -100,3 +100,17 @@ def test_approximate_kl_is_zero_for_the_collecting_policy_and_positive_after_a_c
         for parameter in agent.actor.parameters():
             parameter.add_(0.5 * torch.randn_like(parameter))
     assert approximate_kl(agent.actor, data) > 1e-4
+
+
+@pytest.mark.parametrize("distribution", ["tanh_normal", "normal"])
+def test_the_current_log_probability_equals_the_distributions(distribution):
+    """The KL's log-probability on tensors (a TanhNormal on Pendulum's bounds of +-2) equals the distribution's
+    ``log_prob`` bit for bit, for a moved policy; a plain Gaussian goes through the distribution itself."""
+    pl.seed_everything(0)
+    agent = PPO(env=EnvConfig(name="Pendulum-v1", seed=1), distribution=distribution, lr=1e-3)
+    with torch.no_grad():
+        data = make_env(agent.env_config).rollout(64, agent.actor)
+        for parameter in agent.actor.parameters():
+            parameter.add_(0.3 * torch.randn_like(parameter))
+        expected = agent.actor.get_dist(data.select(*agent.actor.in_keys)).log_prob(data["action"])
+        assert torch.equal(current_log_prob(agent.actor, data, data["action"]), expected)
