@@ -106,13 +106,17 @@ class LearnerRow:
 
 @dataclass
 class ObservationRow:
-    """PPO, ours, compact against full observation in the same rounds."""
+    """PPO, compact against full observation in the same rounds: ours, and the plain loop's (what the same update
+    written without the library gains from the smaller first layer: the ceiling of ours' ratio at these settings)."""
 
     compact_inputs: int
     full_inputs: int
     compact_frames_per_s: float
     full_frames_per_s: float
     ratio: float  # median over rounds of compact / full
+    plain_compact_frames_per_s: float
+    plain_full_frames_per_s: float
+    plain_ratio: float  # median over rounds of the plain loop's compact / full
 
 
 @dataclass
@@ -175,7 +179,11 @@ def measure_learner(config: LearnerConfig) -> LearnerResult:
         }
         full = replace(case, observation="full")
         if algorithm == "PPO" and config.observation_ratio:
+            full_hparams = agent_hparams(full)
             sides["full"] = lambda full=full, start=start: window_rate(run_project(full), start)
+            sides["plain full"] = lambda full=full, hp=full_hparams, start=start: window_rate(
+                run_plain(full, hp), start
+            )
         if config.compiled:
             compiled = replace(case, overrides=merged_settings(case.overrides, {"speed": {"compile": True}}))
             sides["compiled"] = lambda compiled=compiled, start=start: window_rate(run_project(compiled), start)
@@ -192,6 +200,9 @@ def measure_learner(config: LearnerConfig) -> LearnerResult:
                 compact_frames_per_s=median_rate(results["project"], "frames"),
                 full_frames_per_s=median_rate(results["full"], "frames"),
                 ratio=median_ratio(results["project"], results["full"], "frames"),
+                plain_compact_frames_per_s=median_rate(results["plain"], "frames"),
+                plain_full_frames_per_s=median_rate(results["plain full"], "frames"),
+                plain_ratio=median_ratio(results["plain"], results["plain full"], "frames"),
             )
         if config.profile:
             profiles.append(profile_fit(algorithm, start, lambda callbacks, case=case: run_project(case, callbacks)))

@@ -76,7 +76,10 @@ def test_learner_section_prints_ours_plain_ratio_and_where_the_time_goes(data_ro
 
     assert "compact vs full observation" in observation
     assert learner["observation"]["compact_inputs"] < learner["observation"]["full_inputs"]
-    assert learner["observation"]["ratio"] > 0
+    assert learner["observation"]["ratio"] > 0 and learner["observation"]["plain_ratio"] > 0
+    compact = _rows(observation)["compact (profile)"]
+    plain_compact = learner["observation"]["plain_compact_frames_per_s"]
+    assert float(compact[3].replace(",", "")) == pytest.approx(plain_compact, abs=0.51)  # the plain loop's column
 
     shares = _rows(profile)
     assert shares["total"] == ["100.0%", "100.0%", "100.0%"]
