@@ -250,7 +250,7 @@ class IquitosEnv(gym.Env):
         self._returns[objectives.THESIS] += thesis
         self._returns[objectives.TARIFF] += tariff
         reward = tariff if self.objective == objectives.TARIFF else thesis
-        if self.objective == objectives.TARIFF and self.stored_energy_value:
+        if self.stored_energy_value:
             bess = self.site_config.bess
             reward += objectives.stored_energy_shaping(
                 bess_soc_before,
@@ -258,7 +258,7 @@ class IquitosEnv(gym.Env):
                 self.stored_energy_value,
                 bess.capacity_kwh,
                 self.shaping_gamma,
-                self.tariff.scale,
+                objectives.shaping_scale(self.objective, self.tariff.scale, self.reward_scales.max_import_kw),
             )
         self._peak_to_date = objectives.next_peak_to_date(grid_import, self._peak_to_date, in_window)
 

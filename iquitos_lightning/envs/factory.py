@@ -48,7 +48,7 @@ from torchrl.envs import DoubleToFloat, EnvBase, GymWrapper, RewardSum, StepCoun
 from iquitos_lightning.envs.actions import LAYOUTS, action_count
 from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.envs.gym_env import FlatGymEnv, SpecsOnly, is_flat_box_env
-from iquitos_lightning.envs.objectives import DEMAND_PERIODS, OBJECTIVES, TARIFF
+from iquitos_lightning.envs.objectives import DEMAND_PERIODS, OBJECTIVES
 from iquitos_lightning.envs.reward_baseline import NO_BASELINE, check_reward_baseline
 from iquitos_lightning.envs.site_data import site_config_of, site_year, site_years
 from iquitos_lightning.envs.site_tables import AUTO, OBSERVATION_MODES, observation_names, resolve_observation
@@ -97,8 +97,10 @@ class EnvConfig:
     # tariff only: the period whose peak-window maximum the reward's demand charge bills: "month" (the bill) or
     # "day" (a dense training surrogate, the rate spread over the days; KPIs and the table still bill the month)
     demand_period: str = "month"
-    # tariff only, training aid: potential-based shaping with the stored energy valued at this many PEN per kWh
-    # (objectives.stored_energy_shaping; 0: off) and discounted with shaping_gamma (set it to the agent's gamma)
+    # Training aid: potential-based shaping with the stored energy valued at this much per kWh (PEN on tariff; on
+    # thesis in the reward's units x the site's largest import, objectives.shaping_scale: a kWh imported costs ~0.63
+    # off the peak window, ~0.69 in it) (objectives.stored_energy_shaping; 0: off), discounted with shaping_gamma
+    # (set it to the agent's gamma); training envs only, evaluations score the objective
     stored_energy_value: float = 0.0
     shaping_gamma: float = 0.99
     # Twin training only (evaluation is always the full year from hour 0): where episodes start ("zero",
@@ -138,8 +140,6 @@ class EnvConfig:
             raise ValueError(f"observation must be one of {OBSERVATION_MODES}, got {self.observation!r}")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
-        if self.stored_energy_value and self.objective != TARIFF:
-            raise ValueError("stored_energy_value (reward shaping) is for the tariff objective")
         check_start_peak(self.start_peak)
         check_forecasts(self.forecasts)
         if self.train_site_seeds is not None:
@@ -211,7 +211,8 @@ def _make_gym_env(config: EnvConfig, *, evaluation: bool = False, site: str | Si
         from iquitos_lightning.envs.twin import make_twin
         from iquitos_lightning.envs.twin_gym import TwinGymEnv  # lazy: as the twin above
 
-        twin = make_twin(site, data_root=Path(config.data_root), record=True, **site_env_options(config))
+        options = site_env_options(config, evaluation=True)
+        twin = make_twin(site, data_root=Path(config.data_root), record=True, **options)
         return TwinGymEnv(twin)
     if config.name == IQUITOS:
         try:
@@ -224,7 +225,8 @@ def _make_gym_env(config: EnvConfig, *, evaluation: bool = False, site: str | Si
                 "the Iquitos site needs CityLearn, which is not installed: pip install --no-deps -r "
                 "requirements-nodeps.lock (citylearn 3.0.2; its declared dependencies would break torch)"
             ) from None
-        return make_iquitos_env(site, data_root=Path(config.data_root), **site_env_options(config))
+        options = site_env_options(config, evaluation=evaluation)
+        return make_iquitos_env(site, data_root=Path(config.data_root), **options)
     kwargs = {} if config.max_episode_steps is None else {"max_episode_steps": config.max_episode_steps}
     try:
         return gym.make(config.name, **kwargs)
@@ -280,15 +282,16 @@ def training_years(config: EnvConfig) -> list[Any]:
     return site_years(config.site, config.train_site_seeds, Path(config.data_root))
 
 
-def site_env_options(config: EnvConfig) -> dict[str, Any]:
-    """The control-problem options both Iquitos simulators take (action layout, EV guarantee, objective...)."""
+def site_env_options(config: EnvConfig, *, evaluation: bool = False) -> dict[str, Any]:
+    """The control-problem options both Iquitos simulators take (action layout, EV guarantee, objective...);
+    ``evaluation`` leaves the training aid out (the stored-energy shaping), so evaluations score the objective."""
     return {
         "action_layout": config.actions,
         "ev_guarantee": config.ev_guarantee,
         "observation": config.observation,
         "objective": config.objective,
         "demand_period": config.demand_period,
-        "stored_energy_value": config.stored_energy_value,
+        "stored_energy_value": 0.0 if evaluation else config.stored_energy_value,
         "shaping_gamma": config.shaping_gamma,
         "forecasts": config.forecasts,
     }

@@ -131,6 +131,14 @@ def stored_energy_shaping(
     return (gamma * value * soc_after - value * soc_before) / scale
 
 
+def shaping_scale(objective: str, tariff_scale: float, max_import_kw: float) -> float:
+    """What :func:`stored_energy_shaping` divides by: the tariff reward's divisor, so that ``stored_energy_value`` is
+    PEN per kWh; on ``thesis`` the site's largest possible import, so that it is in the thesis reward's units per kWh
+    times that import (a kWh imported costs 0.50 in CO2 at the site's constant carbon intensity plus 0.15 x price /
+    peak price in cost, ~0.63 off the peak window and ~0.69 in it with the grid term, at the seed weights)."""
+    return tariff_scale if objective == TARIFF else max_import_kw
+
+
 def tariff_scale(max_import_kw: float, max_price: float) -> float:
     """The fixed divisor of the tariff reward: an ordinary hour's bill is at most this."""
     return max(max_import_kw * max_price, 1e-9)

@@ -569,10 +569,10 @@ class IquitosTwin(EnvBase):
         )
         if self.objective == objectives.TARIFF:
             reward = self.tariff(grid_import, hourly[:, 2], hourly[:, 3], peak, in_window)
-            if self.stored_energy_value:
-                reward = reward + self._shaping(soc[:, 0].to(F64), soc_end[:, 0].to(F64))
         else:
             reward = weighted_reward(reward_terms(outcome, self.reward_scales), self.reward_weights)
+        if self.stored_energy_value:
+            reward = reward + self._shaping(soc[:, 0].to(F64), soc_end[:, 0].to(F64))
         if self._baseline_rewards is not None:
             reward = reward - self._baseline_rewards[row]
         peak = objectives.next_peak_to_date(grid_import, peak, in_window)
@@ -599,7 +599,12 @@ class IquitosTwin(EnvBase):
     def _shaping(self, soc_before: Any, soc_after: Any) -> Any:
         bess = self.site_config.bess
         return objectives.stored_energy_shaping(
-            soc_before, soc_after, self.stored_energy_value, bess.capacity_kwh, self.shaping_gamma, self.tariff.scale
+            soc_before,
+            soc_after,
+            self.stored_energy_value,
+            bess.capacity_kwh,
+            self.shaping_gamma,
+            objectives.shaping_scale(self.objective, self.tariff.scale, self.reward_scales.max_import_kw),
         )
 
     def _set_seed(self, seed: int | None) -> None:

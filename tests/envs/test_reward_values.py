@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from iquitos_lightning.envs.factory import EnvConfig
+from iquitos_lightning.envs.factory import EnvConfig, site_env_options
 from iquitos_lightning.envs.objectives import (
     DAY,
     MONTH,
@@ -157,8 +157,10 @@ def test_the_stored_energy_shaping_is_the_discounted_potentials_difference() -> 
         for t, (a, b) in enumerate(zip(socs, socs[1:], strict=False))
     )
     assert total == pytest.approx(0.99**4 * 400 * 0.5 - 400 * 0.5)
-    with pytest.raises(ValueError, match="stored_energy_value"):
-        EnvConfig(objective="thesis", stored_energy_value=0.4)
+    # Evaluations score the objective: the training aid stays out of every evaluation env's options.
+    config = EnvConfig(objective="thesis", stored_energy_value=0.62)
+    assert site_env_options(config)["stored_energy_value"] == 0.62
+    assert site_env_options(config, evaluation=True)["stored_energy_value"] == 0.0
 
 
 def test_tariff_settings_and_objective_names_are_checked() -> None:

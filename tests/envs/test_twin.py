@@ -337,19 +337,41 @@ def test_the_twin_equals_citylearn_with_the_tariff_training_aids(data_root: Path
     """``demand_period: day`` restarts the billed peak each midnight and ``stored_energy_value`` adds the same
     potential-based shaping in both simulators (rewards and observations)."""
     options = {"action_layout": GRID_TARGET, "objective": "tariff", "demand_period": "day"}
-    shaping = {"stored_energy_value": 0.4, "shaping_gamma": 0.99}
-    env = make_iquitos_env(TINY, data_root=data_root, **options, **shaping)
-    reference = citylearn_trajectory(env, lambda o, s: 0.5 * random_source(5)(o, s)[:2])
-    twin = IquitosTwin(env.schema_path, env.series, num_envs=1, record=True, **options, **shaping)
-    (replay,) = twin_trajectories(twin, reference.actions[None])
+    env, reference, replay, shaping = shaped_runs(data_root, options, value=0.4, seed=5)
     assert_equivalent(compare(reference, replay), "grid_target/tariff/day/shaped")
     np.testing.assert_array_equal(reference.observations, replay.observations)
     peak = reference.observations[:, env.tables.peak_index]
     assert peak[24] == 0.0 and peak[23] > 0  # restarted at the second midnight (observation of step 24)
     # The shaping is there (the same actions without it score otherwise) and is the potential's difference.
+    np.testing.assert_allclose(shaping, potential_difference(env, replay, 0.4) / env.tariff.scale, rtol=1e-4, atol=1e-6)
+
+
+def shaped_runs(data_root: Path, options: dict, value: float, seed: int):
+    """CityLearn with the stored-energy shaping on random actions, the twin's replay of them with the shaping, and
+    what the shaping added to each step's reward (the replay's rewards less an unshaped twin's on the same actions)."""
+    shaping = {"stored_energy_value": value, "shaping_gamma": 0.99}
+    env = make_iquitos_env(TINY, data_root=data_root, **options, **shaping)
+    reference = citylearn_trajectory(env, lambda o, s: 0.5 * random_source(seed)(o, s)[:2])
+    twin = IquitosTwin(env.schema_path, env.series, num_envs=1, record=True, **options, **shaping)
+    (replay,) = twin_trajectories(twin, reference.actions[None])
     unshaped_twin = IquitosTwin(env.schema_path, env.series, num_envs=1, record=True, **options)
     (unshaped,) = twin_trajectories(unshaped_twin, reference.actions[None])
-    soc = np.concatenate([[env.site_config.bess.initial_soc], unshaped.flows["bess_soc"].to_numpy()])
-    value = 0.4 * env.site_config.bess.capacity_kwh
-    expected = (0.99 * value * soc[1:] - value * soc[:-1]) / env.tariff.scale
-    np.testing.assert_allclose(replay.rewards - unshaped.rewards, expected, rtol=1e-4, atol=1e-6)
+    return env, reference, replay, replay.rewards - unshaped.rewards
+
+
+def potential_difference(env, run, value: float) -> np.ndarray:
+    """``0.99 x phi(s') - phi(s)`` per step of ``run``, ``phi`` the BESS energy at ``value`` a kWh (before scaling)."""
+    soc = np.concatenate([[env.site_config.bess.initial_soc], run.flows["bess_soc"].to_numpy()])
+    energy_value = value * env.site_config.bess.capacity_kwh
+    return 0.99 * energy_value * soc[1:] - energy_value * soc[:-1]
+
+
+def test_the_twin_equals_citylearn_with_the_stored_energy_shaping_on_thesis(data_root: Path) -> None:
+    """On ``thesis`` the shaping is the same potential's difference in the thesis reward's units (divided by the
+    site's largest import: objectives.shaping_scale), in both simulators."""
+    options = {"action_layout": "self_consumption", "objective": "thesis"}
+    env, reference, replay, shaping = shaped_runs(data_root, options, value=0.62, seed=7)
+    assert_equivalent(compare(reference, replay), "self_consumption/thesis/shaped")
+    expected = potential_difference(env, replay, 0.62) / env.reward_scales.max_import_kw
+    assert np.abs(expected).max() > 1e-4  # the battery moved: the shaping is not trivially 0
+    np.testing.assert_allclose(shaping, expected, rtol=1e-4, atol=1e-7)
