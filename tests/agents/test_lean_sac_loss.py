@@ -69,3 +69,17 @@ def test_a_configuration_it_does_not_cover_gets_the_librarys_forward():
     assert not agent.loss_module._lean_applies(batch)
     out = agent.loss_module(batch)
     assert set(TERMS) <= set(out.keys())
+
+
+def test_after_loading_other_weights_and_a_soft_update_it_still_equals_the_librarys_forward():
+    """The lean forward keeps each parameter set's tensors by name between calls: a checkpoint's weights (loaded in
+    place) and the targets' soft update must reach it, or it would score with the weights it first saw."""
+    agent, batch = agent_and_batch()
+    terms_gradients_priority(agent, type(agent.loss_module).forward, batch)  # the tensors are kept from here
+    state = {key: value + 0.05 if value.is_floating_point() else value for key, value in agent.state_dict().items()}
+    agent.load_state_dict(state)
+    agent._target_updater.value.step()
+    lean, _, _ = terms_gradients_priority(agent, type(agent.loss_module).forward, batch)
+    library, _, _ = terms_gradients_priority(agent, SACLoss.forward, batch)
+    for key in TERMS:
+        assert torch.equal(lean[key], library[key]), key
