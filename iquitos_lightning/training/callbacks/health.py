@@ -18,8 +18,8 @@ Checked at the end of every evaluation period, each warning at most once per fit
   a squashed policy pinned there hardly explores and its gradient fades. Measured on this site (tariff): runs
   that collapsed onto the ends of the range read 93-100 % (A2C with a state-dependent scale that grew to 11, A2C at
   SB3-zoo settings by 380k frames; SAC under a wrong target entropy collapsed there too, unmeasured), runs that
-  learned under 11 % (SAC, PPO) or 22 % (A2C) in any rollout. It does not tell A2C's stuck seeds from its learning ones: their period means overlap
-  (10-17 % against up to 14 %).
+  learned under 11 % (SAC, PPO) or 22 % (A2C) in any rollout. It does not tell A2C's stuck seeds from its learning
+  ones: their period means overlap (10-17 % against up to 14 %).
 """
 
 from __future__ import annotations
