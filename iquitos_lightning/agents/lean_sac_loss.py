@@ -67,13 +67,15 @@ class LeanSACLoss(SACLoss):
         keys = self.tensor_keys
         observation = tensordict.get("observation")
         next_observation = tensordict.get(("next", "observation"))
+        state = self._critic_state(tensordict, observation, ())  # what the Q networks read besides the action
+        next_state = self._critic_state(tensordict, next_observation, ("next",))
         action = tensordict.get(keys.action)
         alpha = self._alpha
 
         # The soft Bellman target (qvalue_v2_loss's _compute_target_v2): the next action drawn first.
         with torch.no_grad():
             next_action, next_log_prob = self._draw(next_observation)
-            next_q = self._twin_q(self.target_qvalue_network_params, next_observation, next_action)
+            next_q = self._twin_q(self.target_qvalue_network_params, next_state, next_action)
             if next_q.shape[-len(next_log_prob.shape) :] != next_log_prob.shape:
                 next_log_prob = next_log_prob.unsqueeze(-1)
             next_state_value = (next_q - alpha * next_log_prob).min(0)[0]
@@ -81,14 +83,14 @@ class LeanSACLoss(SACLoss):
             # value network is None); handing it over directly is the same arithmetic without the copy.
             target_value = self.value_estimator.value_estimate(tensordict, next_value=next_state_value).squeeze(-1)
 
-        q_value = self._twin_q(self.qvalue_network_params, observation, action).squeeze(-1)
+        q_value = self._twin_q(self.qvalue_network_params, state, action).squeeze(-1)
         td_error = abs(q_value - target_value)
         loss_qvalue = distance_loss(q_value, target_value.expand_as(q_value), loss_function=self.loss_function).sum(0)
         loss_qvalue = self._reduce_loss(loss_qvalue, tensordict=tensordict, weights=None)
 
         # The actor's loss (actor_loss): a fresh draw, scored by the detached twin Q.
         new_action, log_prob = self._draw(observation)
-        q_new = self._twin_q(self._cached_detached_qvalue_params, observation, new_action)
+        q_new = self._twin_q(self._cached_detached_qvalue_params, state, new_action)
         min_q = q_new.min(0)[0].squeeze(-1)
         if log_prob.shape != min_q.shape:
             raise RuntimeError(f"Losses shape mismatch: {log_prob.shape} and {min_q.shape}")
@@ -122,8 +124,18 @@ class LeanSACLoss(SACLoss):
         built = distribution.distribution_class(**parameters, **distribution.distribution_kwargs)
         return compute_rsample_log_prob(built)
 
-    def _twin_q(self, parameters: TensorDictBase, observation: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """Both Q networks at (observation, action), shape ``[2, *batch, 1]``, from their stacked parameters.
+    def _critic_state(
+        self, tensordict: TensorDictBase, observation: torch.Tensor, prefix: tuple[str, ...]
+    ) -> tuple[torch.Tensor, ...]:
+        """The Q networks' inputs before the action, in their order: the observation, and the critic's hindsight
+        where the Q network reads it (envs/hindsight.py)."""
+        extra = self.qvalue_network.in_keys[1:-1]
+        return (observation, *(tensordict.get((*prefix, key)) for key in extra))
+
+    def _twin_q(
+        self, parameters: TensorDictBase, state: tuple[torch.Tensor, ...], action: torch.Tensor
+    ) -> torch.Tensor:
+        """Both Q networks at (``state``'s tensors, action), shape ``[2, *batch, 1]``, from their stacked parameters.
 
         A plain MLP on a flat batch runs as one broadcast ``matmul`` per layer over the stacked weights: the
         operations ``torch.vmap`` turns each layer into, without its per-call cost (equal bit for bit, gradients
@@ -131,8 +143,8 @@ class LeanSACLoss(SACLoss):
         module over its parameters, the computation TensorDict's ``vmap`` runs, without the tensordicts."""
         stacked = self._stacked_by_name(parameters)
         layers = self._q_layers()
-        if layers is not None and observation.dim() == 2:
-            hidden = torch.cat([observation, action], -1)  # TorchRL's MLP concatenates its inputs so
+        if layers is not None and state[0].dim() == 2:
+            hidden = torch.cat([*state, action], -1)  # TorchRL's MLP concatenates its inputs so
             for name, layer in layers:
                 if name is None:  # an activation
                     hidden = layer(hidden)
@@ -142,10 +154,10 @@ class LeanSACLoss(SACLoss):
             return hidden
         module = self.qvalue_network.module
 
-        def one(weights: dict[str, torch.Tensor], obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
-            return functional_call(module, weights, (obs, act))
+        def one(weights: dict[str, torch.Tensor], inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+            return functional_call(module, weights, inputs)
 
-        return torch.vmap(one, (0, None, None), randomness=self.vmap_randomness)(stacked, observation, action)
+        return torch.vmap(one, (0, None), randomness=self.vmap_randomness)(stacked, (*state, action))
 
     def _stacked_by_name(self, parameters: TensorDictBase) -> dict[str, torch.Tensor]:
         """``parameters``' stacked tensors by their name in the Q module (``module.`` dropped). Kept per parameter
@@ -185,8 +197,8 @@ class LeanSACLoss(SACLoss):
 
     def _actor_runs_directly(self) -> bool:
         """Whether the actor's module may be called on tensors (its parameters in the loss are the module's own;
-        one network with a tuple of outputs, then one distribution) and the Q network reads (observation,
-        action). Checked once."""
+        one network with a tuple of outputs, then one distribution) and the Q network reads the observation first and
+        the action last (the critic's hindsight between them, if any). Checked once."""
         if self._direct is None:
             self._direct = self._check_direct()
         return self._direct
@@ -202,7 +214,8 @@ class LeanSACLoss(SACLoss):
             return False
         if len(network.out_keys) < 2 or not set(actor.module[-1].in_keys) <= set(network.out_keys):
             return False
-        if list(q_value.in_keys) != ["observation", self.tensor_keys.action]:
+        q_inputs = list(q_value.in_keys)
+        if q_inputs[0] != "observation" or q_inputs[-1] != self.tensor_keys.action or len(q_inputs) < 2:
             return False
         if list(q_value.out_keys) != [self.tensor_keys.state_action_value]:
             return False

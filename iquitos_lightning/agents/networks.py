@@ -21,6 +21,7 @@ from torch import nn
 from torchrl.envs import EnvBase
 from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor, TanhNormal, ValueOperator
 
+from iquitos_lightning.envs.hindsight import HINDSIGHT
 from iquitos_lightning.errors import ConfigError
 
 # the Gaussian's scale: a network output, a learned or a fixed number per action, or gSDE's state-dependent noise
@@ -256,16 +257,22 @@ def orthogonal_init(module: nn.Module, output_gain: float, hidden_gain: float = 
         nn.init.zeros_(layer.bias)
 
 
+def critic_inputs(env: EnvBase) -> list[str]:
+    """What a critic reads of a state: the observation, and the hindsight where the training env writes it
+    (``env.critic_forecasts``, envs/hindsight.py: an asymmetric actor-critic; the actor reads the observation only)."""
+    return ["observation", HINDSIGHT] if HINDSIGHT in env.observation_spec.keys() else ["observation"]
+
+
 def make_q_value(env: EnvBase, hidden_sizes: tuple[int, ...], activation: str = "relu") -> ValueOperator:
-    """Q(observation, action) -> ``state_action_value``."""
+    """Q(critic inputs, action) -> ``state_action_value`` (TorchRL's MLP concatenates its inputs in this order)."""
     network = MLP(out_features=1, num_cells=list(hidden_sizes), activation_class=activation_class(activation))
-    return ValueOperator(network, in_keys=["observation", "action"], out_keys=["state_action_value"])
+    return ValueOperator(network, in_keys=[*critic_inputs(env), "action"], out_keys=["state_action_value"])
 
 
 def make_state_value(env: EnvBase, hidden_sizes: tuple[int, ...], activation: str = "tanh") -> ValueOperator:
-    """V(observation) -> ``state_value``."""
+    """V(critic inputs) -> ``state_value``."""
     network = MLP(out_features=1, num_cells=list(hidden_sizes), activation_class=activation_class(activation))
-    return ValueOperator(network, in_keys=["observation"], out_keys=["state_value"])
+    return ValueOperator(network, in_keys=critic_inputs(env), out_keys=["state_value"])
 
 
 @torch.no_grad()

@@ -43,11 +43,13 @@ from typing import Any, Protocol, runtime_checkable
 import gymnasium as gym
 import numpy as np
 import torch
+from torchrl.data import Unbounded
 from torchrl.envs import DoubleToFloat, EnvBase, GymWrapper, RewardSum, StepCounter, TransformedEnv
 
 from iquitos_lightning.envs.actions import LAYOUTS, action_count
 from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.envs.gym_env import FlatGymEnv, SpecsOnly, is_flat_box_env
+from iquitos_lightning.envs.hindsight import HINDSIGHT, check_critic_forecasts, forecast_columns
 from iquitos_lightning.envs.objectives import DEMAND_PERIODS, OBJECTIVES
 from iquitos_lightning.envs.reward_baseline import NO_BASELINE, check_reward_baseline
 from iquitos_lightning.envs.site_data import site_config_of, site_year, site_years
@@ -117,6 +119,10 @@ class EnvConfig:
     # (site/forecasts.py): "past_days" (the same hours of the previous 3 days: what a site has) or "oracle" (the
     # true series, as CityLearn's predictions: an upper bound for value-of-information rows)
     forecasts: str = PAST_DAYS
+    # Twin training only (envs/hindsight.py): what the critic sees of the coming hours beside the actor's observation:
+    # None (what the actor sees) or "oracle" (also their true PV and mall: an asymmetric actor-critic; the actor,
+    # and so the deployed policy, still acts on ``forecasts``)
+    critic_forecasts: str | None = None
     # Twin training only: train on these years of the site profile (the profile with its seed replaced: mall noise,
     # cloudiness and EV sessions drawn afresh, built once each under data_root); env b of the batch runs year
     # b % len. Evaluation stays on ``site`` itself, a year the agent never trained on unless its seed is listed.
@@ -142,6 +148,9 @@ class EnvConfig:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
         check_start_peak(self.start_peak)
         check_forecasts(self.forecasts)
+        hindsight = check_critic_forecasts(self.critic_forecasts) is not None
+        if hindsight and (self.backend != TWIN or self.name != IQUITOS):
+            raise ValueError("critic_forecasts (the critic's hindsight in training) needs the twin backend of Iquitos")
         if self.train_site_seeds is not None:
             if self.backend != TWIN or self.name != IQUITOS:
                 raise ValueError("train_site_seeds (training years) needs the twin backend of the Iquitos site")
@@ -250,7 +259,7 @@ def make_env(config: EnvConfig, *, evaluation: bool = False, selection: bool = F
         # lazy: the twin reads the built site (pvlib behind the site builder); Gymnasium-only runs never need it
         from iquitos_lightning.envs.training_twin import make_torchrl_twin
 
-        return make_torchrl_twin(config.site, **twin_options(config))
+        return make_torchrl_twin(config.site, critic_forecasts=config.critic_forecasts, **twin_options(config))
     if selection:
         if not evaluation or config.validation_site_seed is None:
             raise ValueError("a selection env is an evaluation env of a run with a validation_site_seed")
@@ -272,7 +281,12 @@ def env_specs(config: EnvConfig) -> EnvBase:
     names = observation_names(sockets, config.objective, resolve_observation(config.observation, config.actions))
     observation = gym.spaces.Box(-np.inf, np.inf, (len(names),), np.float32)
     action = gym.spaces.Box(-1.0, 1.0, (action_count(config.actions, sockets),), np.float32)
-    return SpecsOnly(observation, action)
+    specs = SpecsOnly(observation, action)
+    if config.critic_forecasts is not None and config.backend == TWIN:  # the training twin's critic input too
+        observation_spec = specs.observation_spec.clone()  # (an env's own spec is locked)
+        observation_spec[HINDSIGHT] = Unbounded(shape=(len(forecast_columns(names)),), dtype=torch.float32)
+        specs.observation_spec = observation_spec
+    return specs
 
 
 def training_years(config: EnvConfig) -> list[Any]:

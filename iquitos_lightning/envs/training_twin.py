@@ -16,6 +16,9 @@ Like the transforms, the two counters are read from the tensordict a step or res
 carries from the step before) rather than kept in the env: a run resumed from a checkpoint taken with the stack
 carries them in the same place (fastpath/collector_carrier.py). ``tests/envs/test_training_twin.py`` collects with
 both side by side, every key of every step equal, partial resets included.
+
+With ``critic_forecasts="oracle"`` it also writes the critic's hindsight (envs/hindsight.py): the true values of the
+observation's forecast columns at the same step, a training-only input no evaluation env has.
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from tensordict import TensorDictBase
 from torchrl.data import Bounded, Composite, Unbounded
 
 from iquitos_lightning.envs.finite import check_finite_batch
+from iquitos_lightning.envs.hindsight import HINDSIGHT, check_critic_forecasts, hindsight_table
 from iquitos_lightning.envs.twin import IquitosTwin, make_twin
 
 STEP_COUNT = "step_count"
@@ -37,11 +42,29 @@ ENV_NAME = "iquitos twin"  # how a non-finite value's error names the env
 
 class TrainingTwin(IquitosTwin):
     """:class:`~iquitos_lightning.envs.twin.IquitosTwin` with the step count, the running episode reward and the
-    finite-value check written by its own step and reset (module docstring); arguments as the twin's."""
+    finite-value check written by its own step and reset (module docstring); arguments as the twin's, and
+    ``critic_forecasts`` (None, or "oracle": also write the critic's hindsight, envs/hindsight.py)."""
+
+    def __init__(self, *args: Any, critic_forecasts: str | None = None, **kwargs: Any) -> None:
+        self._critic_forecasts = check_critic_forecasts(critic_forecasts)  # read by _load_tables, inside __init__
+        super().__init__(*args, **kwargs)
+
+    def _load_tables(self) -> None:
+        super()._load_tables()
+        self._hindsight_table: torch.Tensor | None = None
+        if self._critic_forecasts is not None:  # [Y x T, K], the years one after the other as the other tables
+            parts = [
+                hindsight_table(year, self.reward_scales, self.objective, self.demand_period, self.observation)
+                for year in self.years
+            ]
+            self._hindsight_table = torch.tensor(np.concatenate(parts), dtype=torch.float32, device=self.device)
 
     def _make_specs(self) -> None:
         super()._make_specs()
         batch = self.batch_size
+        if self._hindsight_table is not None:
+            width = self._hindsight_table.shape[1]
+            self.observation_spec[HINDSIGHT] = Unbounded(shape=(*batch, width), dtype=torch.float32, device=self.device)
         counters = Composite(
             {
                 STEP_COUNT: Bounded(
@@ -61,6 +84,7 @@ class TrainingTwin(IquitosTwin):
         fresh = super()._reset(tensordict, **kwargs)
         fresh.set(STEP_COUNT, self.observation_spec[STEP_COUNT].zero())
         fresh.set(EPISODE_REWARD, self.observation_spec[EPISODE_REWARD].zero())
+        self._write_hindsight(fresh)
         check_finite_batch(fresh, ENV_NAME, self.tables.observation_names, "reset")
         return fresh
 
@@ -68,8 +92,16 @@ class TrainingTwin(IquitosTwin):
         next_values = super()._step(tensordict)
         next_values.set(STEP_COUNT, tensordict.get(STEP_COUNT) + 1)
         next_values.set(EPISODE_REWARD, tensordict.get(EPISODE_REWARD, 0.0) + next_values.get("reward"))
+        self._write_hindsight(next_values)
         check_finite_batch(next_values, ENV_NAME, self.tables.observation_names, "step")
         return next_values
+
+    def _write_hindsight(self, values: TensorDictBase) -> None:
+        """The hindsight row of each env's observation (the row its observation was read from: year offset + clock,
+        the year's last hour for a finished episode's terminal observation, as the twin reads it)."""
+        if self._hindsight_table is not None:
+            rows = self._state.t.clamp_max(self.hours - 1) + self._row_offset
+            values.set(HINDSIGHT, self._hindsight_table[rows])
 
 
 def make_torchrl_twin(site: str | Path = "configs/site/iquitos-2026.yaml", **twin_options: Any) -> TrainingTwin:

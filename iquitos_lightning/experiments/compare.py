@@ -58,7 +58,7 @@ from iquitos_lightning.report.comparison import (
     plot_objective_and_co2_bars,
 )
 from iquitos_lightning.site.config import load_site_config
-from iquitos_lightning.site.forecasts import FORECASTS, PAST_DAYS
+from iquitos_lightning.site.forecasts import FORECASTS, ORACLE, PAST_DAYS
 
 AGENTS = ("sac", "ppo", "a2c")
 SAC_WARMUP_SHARE = 5  # SAC random warm-up at most budget / 5
@@ -74,12 +74,15 @@ def algorithm_of(entry: str) -> str:
 
 
 def split_entry(entry: str) -> tuple[str, str | None]:
-    """An ``--agents`` entry as (profile entry, forecasts): ``sac_fleet+oracle`` is ``sac_fleet``'s profile trained
-    and evaluated with ``env.forecasts=oracle`` (its own row: what perfect forecasts are worth)."""
-    base, plus, forecasts = entry.partition("+")
-    if plus and forecasts not in FORECASTS:
-        raise CompareError(f"--agents {entry!r}: after '+' comes a forecast kind, one of {', '.join(FORECASTS)}")
-    return base, forecasts or None
+    """An ``--agents`` entry as (profile entry, variant): ``sac_fleet+oracle`` is ``sac_fleet``'s profile trained
+    and evaluated with ``env.forecasts=oracle`` (its own row: what perfect forecasts are worth); ``sac_fleet+hindsight``
+    the same profile with ``env.critic_forecasts=oracle`` (its critic also sees the true coming hours in training;
+    the actor, the deployed policy, still the profile's forecasts: envs/hindsight.py)."""
+    base, plus, variant = entry.partition("+")
+    if plus and variant not in (*FORECASTS, HINDSIGHT_VARIANT):
+        kinds = ", ".join((*FORECASTS, HINDSIGHT_VARIANT))
+        raise CompareError(f"--agents {entry!r}: after '+' comes a forecast kind or the critic's hindsight: {kinds}")
+    return base, variant or None
 
 
 @dataclass(frozen=True)
@@ -210,12 +213,14 @@ def plan_runs(
     site_name = load_site_config(site_path).name
     specs = []
     for agent in agents:
-        base, forecasts = split_entry(agent)
+        base, variant = split_entry(agent)
         path = profile_path(base, profile, configs)
         init_args = yaml.safe_load(path.read_text())["model"]["init_args"]
         agent_overrides = overrides_for(agent, extra_overrides or [])
-        if forecasts:
-            agent_overrides[FORECASTS_KEY] = forecasts
+        if variant == HINDSIGHT_VARIANT:
+            agent_overrides[CRITIC_FORECASTS_KEY] = ORACLE
+        elif variant:
+            agent_overrides[FORECASTS_KEY] = variant
         per_batch = int(agent_overrides.get(FRAMES_PER_BATCH, init_args["rollout"]["frames_per_batch"]))
         budget, period = budget_and_period(budgets[agent], per_batch, evaluations)
         objective = profile_objective(path, agent_overrides)
@@ -226,6 +231,9 @@ def plan_runs(
             )
             overrides += [f"--{key}={value}" for key, value in agent_overrides.items()]
             information = str(env_setting(path, agent_overrides, "forecasts", PAST_DAYS))
+            critic_sees = env_setting(path, agent_overrides, "critic_forecasts", None)
+            if critic_sees not in (None, "null"):  # what its critic saw in training besides (envs/hindsight.py)
+                information += f" (critic in training: {critic_sees})"
             years = env_setting(path, agent_overrides, "train_site_seeds", None)
             years = tuple(int(year) for year in yaml.safe_load(str(years))) if years not in (None, "null") else None
             layout = str(env_setting(path, agent_overrides, "actions", "per_socket"))
@@ -276,6 +284,8 @@ def run_overrides(site_path: Path, seed: int, budget: int, period: int, run_dir:
 
 
 FORECASTS_KEY = "model.init_args.env.forecasts"
+CRITIC_FORECASTS_KEY = "model.init_args.env.critic_forecasts"
+HINDSIGHT_VARIANT = "hindsight"  # ``--agents <entry>+hindsight``: the entry with its critic's hindsight (split_entry)
 # Action layouts that act around a hand-written controller (envs/actions.py): their rows say so in the table.
 PRIOR_LAYOUTS = (RULE_RESIDUAL, SHAVER_RESIDUAL, FLAT_RULE_RESIDUAL)
 
@@ -527,9 +537,11 @@ def _comparison_report(markdown: str, metadata: dict, references: dict, table: p
         "`trained on` gives the site years (seeds of the same profile: mall noise, cloudiness and EV sessions "
         "drawn afresh) each agent trained on, `knew ahead` what it saw of the coming hours' PV and mall load "
         "(`past_days`: the mean of the same hour on the previous 3 days, what a site has; `oracle`: the true "
-        "series). Prices and the calendar are a published schedule, known to every row. `chosen on N`: the row's "
-        "policy is the run's evaluation that scored best on site seed N (a year it neither trained on nor reports: "
-        "`best.ckpt`, tested on the reported year); other rows report the policy at the end of the budget.",
+        "series; `critic in training: oracle`: its critic also saw the true series while it trained, the policy "
+        "acts on the forecasts named first). Prices and the calendar are a published schedule, known to every "
+        "row. `chosen on N`: the row's policy is the run's evaluation that scored best on site seed N (a year it "
+        "neither trained on nor reports: `best.ckpt`, tested on the reported year); other rows report the policy "
+        "at the end of the budget.",
         f"- Agents: mean ± std over seeds of one deterministic evaluation episode of the full year on {simulator}.",
         "- Gap closed = (value - rule_based) / (optimum - rule_based) on this objective: 0 % is the rule-based "
         "controller, 100 % the optimum, below 0 worse than the rule.",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from torchrl.objectives import SACLoss
@@ -13,12 +15,13 @@ SITE = EnvConfig(name="iquitos", site="configs/site/tiny.yaml", seed=0, backend=
 TERMS = ("loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy")
 
 
-def agent_and_batch() -> tuple[SAC, object]:
+def agent_and_batch(critic_forecasts: str | None = None) -> tuple[SAC, object]:
     """SAC on the tiny site's twin (asymmetric action bounds) with a learning entropy weight and Q networks moved
-    off their targets, and 64 transitions it collected, some marked terminal so the target's bootstrap is cut."""
+    off their targets, and 64 transitions it collected, some marked terminal so the target's bootstrap is cut.
+    ``critic_forecasts="oracle"``: the Q networks also read the twin's hindsight (envs/hindsight.py)."""
     torch.manual_seed(0)
     agent = SAC(
-        env=SITE,
+        env=dataclasses.replace(SITE, critic_forecasts=critic_forecasts),
         rollout=RolloutConfig(frames_per_batch=64, eval_every_frames=64),
         buffer=ReplayBufferConfig(capacity=1_000),
         hidden_sizes=(16, 16),
@@ -43,9 +46,12 @@ def terms_gradients_priority(agent: SAC, forward, batch) -> tuple[dict, list, to
     return {key: out[key].detach() for key in TERMS}, gradients, data["td_error"]
 
 
+@pytest.mark.parametrize("critic_forecasts", [None, "oracle"], ids=["observation", "with_hindsight"])
 @pytest.mark.parametrize("q_through_vmap", [False, True], ids=["q_as_matmuls", "q_through_vmap"])
-def test_the_terms_gradients_and_priorities_equal_the_librarys_forward(q_through_vmap):
-    agent, batch = agent_and_batch()
+def test_the_terms_gradients_and_priorities_equal_the_librarys_forward(q_through_vmap, critic_forecasts):
+    agent, batch = agent_and_batch(critic_forecasts)
+    q_inputs = ["observation", "hindsight", "action"] if critic_forecasts else ["observation", "action"]
+    assert list(agent.loss_module.qvalue_network.in_keys) == q_inputs
     if q_through_vmap:  # the path of a Q network that is not a plain MLP
         agent.loss_module._q_plan = False
     assert (agent.loss_module._q_layers() is None) == q_through_vmap

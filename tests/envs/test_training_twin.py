@@ -15,9 +15,7 @@ from torchrl.envs import EnvBase, RewardSum, StepCounter, Transform, Transformed
 from iquitos_lightning.envs.finite import NonFiniteEnvValue, check_finite_batch
 from iquitos_lightning.envs.training_twin import TrainingTwin, make_torchrl_twin
 from iquitos_lightning.envs.twin import IquitosTwin, make_twin
-
-TINY = str(Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml")
-OPTIONS = {"num_envs": 3, "start": "staggered", "episode_hours": 10, "action_layout": "fleet", "objective": "tariff"}
+from tests.envs.twin_testkit import OPTIONS, TINY
 
 
 @pytest.fixture(scope="module")

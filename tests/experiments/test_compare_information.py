@@ -41,6 +41,16 @@ def test_an_oracle_entry_is_the_profile_with_oracle_forecasts_and_rows_say_what_
         plan_runs(TINY, ["ppo+tomorrow"], 1, 100, "cpu", tmp_path)
 
 
+def test_a_hindsight_entry_is_the_profile_whose_critic_saw_the_truth_and_its_row_says_so(tmp_path: Path) -> None:
+    twin = "model.init_args.env.backend=twin"
+    plain, hindsight = plan_runs(TINY, ["ppo", "ppo+hindsight"], 1, 100, "per_socket_cpu", tmp_path, [twin])
+    assert plain.profile_path == hindsight.profile_path
+    assert "--model.init_args.env.critic_forecasts=oracle" in hindsight.overrides
+    assert not any("env.forecasts=" in override for override in hindsight.overrides)  # the actor's forecasts stay
+    assert (plain.forecasts, hindsight.forecasts) == ("past_days", "past_days (critic in training: oracle)")
+    assert hindsight.run_dir.name == "ppo+hindsight-seed0"
+
+
 def test_a_row_with_a_selection_year_reports_its_best_checkpoints_test_and_says_where_it_was_chosen(
     tmp_path: Path,
 ) -> None:

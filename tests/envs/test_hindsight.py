@@ -1,0 +1,73 @@
+"""The critic's hindsight (envs/hindsight.py): the training twin writes the true values of the observation's forecast
+columns beside an observation that keeps the past-days forecasts; the critics read it, the actor does not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from iquitos_lightning.agents import PPO, SAC, EnvConfig, RolloutConfig
+from iquitos_lightning.agents.replay import ReplayBufferConfig
+from iquitos_lightning.envs.factory import env_specs
+from iquitos_lightning.envs.hindsight import HINDSIGHT, forecast_columns
+from iquitos_lightning.envs.training_twin import make_torchrl_twin
+from iquitos_lightning.envs.twin import make_twin
+from tests.envs.twin_testkit import OPTIONS, TINY
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("data")
+
+
+def test_hindsight_is_what_the_oracle_observation_shows_and_the_observation_keeps_past_days(data_root):
+    """Same actions on both (they do not read the observation), so the two twins visit the same hours: at every step
+    and reset, across episode ends, the hindsight equals the oracle twin's forecast columns, and the training twin's
+    own observation equals the past-days twin's."""
+    training = make_torchrl_twin(TINY, data_root=data_root, critic_forecasts="oracle", **OPTIONS)
+    oracle = make_twin(TINY, data_root=data_root, forecasts="oracle", **OPTIONS)
+    past_days = make_twin(TINY, data_root=data_root, **OPTIONS)
+    columns = forecast_columns(training.tables.observation_names)
+    assert training.observation_spec[HINDSIGHT].shape[-1] == len(columns) == 48  # 3 + 21 hours each of PV and mall
+    steps = 25  # two and a half 10-h episodes per env
+    actions = torch.rand(steps, 3, training.action_spec.shape[-1], generator=torch.Generator().manual_seed(0)) * 2 - 1
+
+    def run(env):
+        data = env.reset()
+        seen = [data.clone()]
+        for step in range(steps):
+            data["action"] = actions[step]
+            data, data = env.step_and_maybe_reset(data)
+            seen.append(data.clone())
+        return seen
+
+    with torch.no_grad():
+        for trained, truth, actual in zip(run(training), run(oracle), run(past_days), strict=True):
+            assert torch.equal(trained[HINDSIGHT], truth["observation"][:, columns])
+            assert torch.equal(trained["observation"], actual["observation"])
+    differs = training.tables.exogenous[:, columns] != oracle.tables.exogenous[:, columns]
+    assert differs.any()  # the forecasts the actor sees are not the truth
+
+
+def test_the_critics_read_the_hindsight_and_the_actor_does_not(data_root):
+    site = EnvConfig(site=TINY, data_root=str(data_root), backend="twin", num_envs=2, critic_forecasts="oracle")
+    rollout = RolloutConfig(frames_per_batch=32, eval_every_frames=32)
+    sac = SAC(env=site, rollout=rollout, buffer=ReplayBufferConfig(capacity=100), hidden_sizes=(8,), batch_size=8)
+    ppo = PPO(env=site, rollout=rollout, hidden_sizes=(8,), minibatch_size=16)
+    assert list(sac.loss_module.qvalue_network.in_keys) == ["observation", HINDSIGHT, "action"]
+    assert list(ppo.critic.in_keys) == ["observation", HINDSIGHT]
+    for agent in (sac, ppo):
+        assert HINDSIGHT not in agent.actor.in_keys
+    plain_site = EnvConfig(site=TINY, data_root=str(data_root), backend="twin", num_envs=2)
+    plain = PPO(env=plain_site, rollout=rollout, hidden_sizes=(8,), minibatch_size=16)
+    assert list(plain.critic.in_keys) == ["observation"]
+    assert HINDSIGHT in env_specs(site).observation_spec.keys()  # a run's memory is sized with it
+
+
+def test_critic_forecasts_are_refused_where_no_twin_trains():
+    with pytest.raises(ValueError, match="critic_forecasts"):
+        EnvConfig(site=TINY, backend="citylearn", critic_forecasts="oracle")
+    with pytest.raises(ValueError, match="must be null or 'oracle'"):
+        EnvConfig(site=TINY, backend="twin", critic_forecasts="past_days")
