@@ -282,7 +282,7 @@ def env_specs(config: EnvConfig) -> EnvBase:
     observation = gym.spaces.Box(-np.inf, np.inf, (len(names),), np.float32)
     action = gym.spaces.Box(-1.0, 1.0, (action_count(config.actions, sockets),), np.float32)
     specs = SpecsOnly(observation, action)
-    if config.critic_forecasts is not None and config.backend == TWIN:  # the training twin's critic input too
+    if config.critic_forecasts is not None:  # the training twin's critic input too (EnvConfig requires the twin)
         observation_spec = specs.observation_spec.clone()  # (an env's own spec is locked)
         observation_spec[HINDSIGHT] = Unbounded(shape=(len(forecast_columns(names)),), dtype=torch.float32)
         specs.observation_spec = observation_spec

@@ -35,6 +35,7 @@ from iquitos_lightning.agents.contract import frames_done
 POLICY_DRIFT = "health/policy_drift"
 EXPLAINED_VARIANCE = "health/explained_variance"
 ACTIONS_AT_BOUNDS = "health/actions_at_bounds"
+PERIOD_SIGNALS = (EXPLAINED_VARIANCE, ACTIONS_AT_BOUNDS)  # averaged over each evaluation period
 
 
 class LearningHealth(pl.Callback):
@@ -56,27 +57,23 @@ class LearningHealth(pl.Callback):
         self.min_explained_variance = min_explained_variance
         self.max_actions_at_bounds = max_actions_at_bounds
         self.warnings: list[str] = []  # what this fit warned, in order (the run's log and tests read it)
-        self._explained_variances: list[float] = []
-        self._at_bounds: list[float] = []
+        self._period: dict[str, list[float]] = {key: [] for key in PERIOD_SIGNALS}  # this period's readings
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.warnings = []
-        self._explained_variances = []
-        self._at_bounds = []
+        self._period = {key: [] for key in PERIOD_SIGNALS}
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         if not isinstance(outputs, Mapping):
             return
-        if EXPLAINED_VARIANCE in outputs:
-            self._explained_variances.append(float(outputs[EXPLAINED_VARIANCE]))
-        if ACTIONS_AT_BOUNDS in outputs:
-            self._at_bounds.append(float(outputs[ACTIONS_AT_BOUNDS]))
+        for key, readings in self._period.items():
+            if key in outputs:
+                readings.append(float(outputs[key]))
         if POLICY_DRIFT in outputs:
             self._check_period(float(outputs[POLICY_DRIFT]), _frames(trainer, pl_module))
-            self._explained_variances = []
-            self._at_bounds = []
+            self._period = {key: [] for key in PERIOD_SIGNALS}
 
     def _check_period(self, drift: float, frames: str) -> None:
         if drift < self.min_policy_drift:
@@ -85,24 +82,27 @@ class LearningHealth(pl.Callback):
                 f"health: the policy did not move over the evaluation period ending at {frames} (mean action change "
                 f"{drift:.2g} of the half range): check the learning rates, actor_delay_frames and the reward scale",
             )
-        if self._explained_variances:
-            mean = sum(self._explained_variances) / len(self._explained_variances)
-            if mean < self.min_explained_variance:
-                self._warn(
-                    "critic",
-                    f"health: the critic explains {mean:.0%} of the value targets' variance over the period ending "
-                    f"at {frames}: the advantages are mostly noise; normalise or scale the rewards, or give the "
-                    "critic more updates per rollout",
-                )
-        if self._at_bounds:
-            share = sum(self._at_bounds) / len(self._at_bounds)
-            if share > self.max_actions_at_bounds:
-                self._warn(
-                    "bounds",
-                    f"health: {share:.0%} of the actions sat at an end of their range over the period ending at "
-                    f"{frames}: the policy is pinned there, where it hardly explores and its gradient fades; check the "
-                    "initial and learned policy scale, the entropy weight or bonus, and the reward scale",
-                )
+        mean = self._period_mean(EXPLAINED_VARIANCE)
+        if mean is not None and mean < self.min_explained_variance:
+            self._warn(
+                "critic",
+                f"health: the critic explains {mean:.0%} of the value targets' variance over the period ending "
+                f"at {frames}: the advantages are mostly noise; normalise or scale the rewards, or give the "
+                "critic more updates per rollout",
+            )
+        share = self._period_mean(ACTIONS_AT_BOUNDS)
+        if share is not None and share > self.max_actions_at_bounds:
+            self._warn(
+                "bounds",
+                f"health: {share:.0%} of the actions sat at an end of their range over the period ending at "
+                f"{frames}: the policy is pinned there, where it hardly explores and its gradient fades; check the "
+                "initial and learned policy scale, the entropy weight or bonus, and the reward scale",
+            )
+
+    def _period_mean(self, key: str) -> float | None:
+        """The mean of ``key``'s readings over the period (None: the agent logged none)."""
+        readings = self._period[key]
+        return sum(readings) / len(readings) if readings else None
 
     def _warn(self, kind: str, message: str) -> None:
         if any(warning.startswith(kind) for warning in self.warnings):
