@@ -49,7 +49,7 @@ from torchrl.envs import DoubleToFloat, EnvBase, GymWrapper, RewardSum, StepCoun
 from iquitos_lightning.envs.actions import LAYOUTS, action_count
 from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.envs.gym_env import FlatGymEnv, SpecsOnly, is_flat_box_env
-from iquitos_lightning.envs.hindsight import HINDSIGHT, check_critic_forecasts, forecast_columns
+from iquitos_lightning.envs.hindsight import HINDSIGHT, check_critic_forecasts, hindsight_names
 from iquitos_lightning.envs.objectives import DEMAND_PERIODS, OBJECTIVES
 from iquitos_lightning.envs.reward_baseline import NO_BASELINE, check_reward_baseline
 from iquitos_lightning.envs.site_data import site_config_of, site_year, site_years
@@ -284,7 +284,7 @@ def env_specs(config: EnvConfig) -> EnvBase:
     specs = SpecsOnly(observation, action)
     if config.critic_forecasts is not None:  # the training twin's critic input too (EnvConfig requires the twin)
         observation_spec = specs.observation_spec.clone()  # (an env's own spec is locked)
-        observation_spec[HINDSIGHT] = Unbounded(shape=(len(forecast_columns(names)),), dtype=torch.float32)
+        observation_spec[HINDSIGHT] = Unbounded(shape=(len(hindsight_names(names)),), dtype=torch.float32)
         specs.observation_spec = observation_spec
     return specs
 

@@ -7,10 +7,15 @@ forecasts cannot, so the actor learns from less noisy values; the actor still ac
 (``env.forecasts``, past-days forecasts by default). The values of a tomorrow the actor cannot see do not bias its
 gradient: the coming weather does not depend on the action taken now.
 
-``env.critic_forecasts: oracle`` makes the training twin add :data:`HINDSIGHT` next to ``observation``: the
-observation's forecast columns (PV and mall at the coming hours it lists) with their true values, scaled as the
-observation scales them. The agents' critics read it when the env has it (agents/networks.py); evaluation envs
-never carry it, and the actor never reads it.
+``env.critic_forecasts: oracle`` makes the training twin add :data:`HINDSIGHT` next to ``observation``: the true PV
+and mall load of each of the coming 24 hours, scaled as the observation scales them; first the observation's own
+forecast columns in its order, then the hours it does not list (:func:`hindsight_names`). The agents' critics read it
+when the env has it (agents/networks.py); evaluation envs never carry it, and the actor never reads it.
+
+Why the whole day on every objective: the ``thesis`` observation forecasts 1-3 h ahead only, while what its
+controllers trade is energy kept from the afternoon for the evening peak window, up to ten hours later; a critic
+that saw only the observation's three hours would still read the evening's weather as noise. On ``tariff`` the
+observation already lists 1-24 h, so its hindsight is those columns, unchanged.
 """
 
 from __future__ import annotations
@@ -18,13 +23,14 @@ from __future__ import annotations
 import numpy as np
 
 from iquitos_lightning.envs.reward import RewardScales
-from iquitos_lightning.envs.site_tables import build_site_tables
-from iquitos_lightning.site.forecasts import ORACLE
+from iquitos_lightning.site.config import HOURS_PER_DAY
+from iquitos_lightning.site.forecasts import ORACLE, forecast_table
 from iquitos_lightning.site.series import SiteSeries
 
 HINDSIGHT = "hindsight"  # the tensordict key the training twin writes and critics read
 CRITIC_FORECASTS = (None, ORACLE)  # env.critic_forecasts: None (the critic sees what the actor sees) or "oracle"
-FORECAST_PREFIXES = ("pv_forecast_", "mall_forecast_")
+FORECAST_SERIES = ("pv", "mall")  # the series whose coming hours the forecasts decide
+FORECAST_PREFIXES = tuple(f"{name}_forecast_" for name in FORECAST_SERIES)
 
 
 def check_critic_forecasts(critic_forecasts: str | None) -> str | None:
@@ -39,10 +45,21 @@ def forecast_columns(observation_names: list[str]) -> list[int]:
     return [index for index, name in enumerate(observation_names) if name.startswith(FORECAST_PREFIXES)]
 
 
-def hindsight_table(
-    series: SiteSeries, reward_scales: RewardScales, objective: str, demand_period: str, observation: str
-) -> np.ndarray:
-    """[T, K] float32: at every step, the true values of the observation's K forecast columns, scaled as the
-    observation's (the same site tables built with ``oracle`` forecasts, those columns taken)."""
-    tables = build_site_tables(series, reward_scales, objective, demand_period, observation, ORACLE)
-    return np.ascontiguousarray(tables.exogenous[:, forecast_columns(tables.observation_names)], dtype=np.float32)
+def hindsight_names(observation_names: list[str]) -> list[str]:
+    """The hindsight's columns: the observation's forecast columns in its order, then PV and mall at the hours
+    1-24 ahead that the observation does not list."""
+    listed = [observation_names[index] for index in forecast_columns(observation_names)]
+    day = [f"{name}_forecast_{ahead}" for name in FORECAST_SERIES for ahead in range(1, HOURS_PER_DAY + 1)]
+    return listed + [name for name in day if name not in listed]
+
+
+def hindsight_table(series: SiteSeries, reward_scales: RewardScales, observation_names: list[str]) -> np.ndarray:
+    """[T, K] float32: at every step, the true values of :func:`hindsight_names`' K columns, scaled as the
+    observation scales PV (the inverter's AC limit) and mall load (the site's largest mall load)."""
+    scales = {"pv": series.config.pv.ac_limit_kw, "mall": max(reward_scales.mall_max_kw, 1e-9)}
+    values = {"pv": series.pv_kw, "mall": series.mall_kw}
+    columns = []
+    for name in hindsight_names(observation_names):
+        kind, ahead = name.split("_forecast_")
+        columns.append(forecast_table(values[kind], [int(ahead)], ORACLE)[:, 0] / scales[kind])
+    return np.ascontiguousarray(np.column_stack(columns), dtype=np.float32)

@@ -17,8 +17,8 @@ carries from the step before) rather than kept in the env: a run resumed from a 
 carries them in the same place (fastpath/collector_carrier.py). ``tests/envs/test_training_twin.py`` collects with
 both side by side, every key of every step equal, partial resets included.
 
-With ``critic_forecasts="oracle"`` it also writes the critic's hindsight (envs/hindsight.py): the true values of the
-observation's forecast columns at the same step, a training-only input no evaluation env has.
+With ``critic_forecasts="oracle"`` it also writes the critic's hindsight (envs/hindsight.py): the true PV and mall
+load of the coming 24 hours at the same step, a training-only input no evaluation env has.
 """
 
 from __future__ import annotations
@@ -53,10 +53,8 @@ class TrainingTwin(IquitosTwin):
         super()._load_tables()
         self._hindsight_table: torch.Tensor | None = None
         if self._critic_forecasts is not None:  # [Y x T, K], the years one after the other as the other tables
-            parts = [
-                hindsight_table(year, self.reward_scales, self.objective, self.demand_period, self.observation)
-                for year in self.years
-            ]
+            names = self.tables.observation_names
+            parts = [hindsight_table(year, self.reward_scales, names) for year in self.years]
             self._hindsight_table = torch.tensor(np.concatenate(parts), dtype=torch.float32, device=self.device)
 
     def _make_specs(self) -> None:

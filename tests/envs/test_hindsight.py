@@ -11,7 +11,7 @@ import torch
 from iquitos_lightning.agents import PPO, SAC, EnvConfig, RolloutConfig
 from iquitos_lightning.agents.replay import ReplayBufferConfig
 from iquitos_lightning.envs.factory import env_specs
-from iquitos_lightning.envs.hindsight import HINDSIGHT, forecast_columns
+from iquitos_lightning.envs.hindsight import HINDSIGHT, forecast_columns, hindsight_names
 from iquitos_lightning.envs.training_twin import make_torchrl_twin
 from iquitos_lightning.envs.twin import make_twin
 from tests.envs.twin_testkit import OPTIONS, TINY
@@ -22,15 +22,24 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("data")
 
 
-def test_hindsight_is_what_the_oracle_observation_shows_and_the_observation_keeps_past_days(data_root):
-    """Same actions on both (they do not read the observation), so the two twins visit the same hours: at every step
-    and reset, across episode ends, the hindsight equals the oracle twin's forecast columns, and the training twin's
-    own observation equals the past-days twin's."""
-    training = make_torchrl_twin(TINY, data_root=data_root, critic_forecasts="oracle", **OPTIONS)
-    oracle = make_twin(TINY, data_root=data_root, forecasts="oracle", **OPTIONS)
-    past_days = make_twin(TINY, data_root=data_root, **OPTIONS)
-    columns = forecast_columns(training.tables.observation_names)
-    assert training.observation_spec[HINDSIGHT].shape[-1] == len(columns) == 48  # 3 + 21 hours each of PV and mall
+@pytest.mark.parametrize("objective", ["tariff", "thesis"])
+def test_hindsight_is_the_true_coming_day_and_the_observation_keeps_past_days(data_root, objective):
+    """Same actions on every twin (they do not read the observation), so all visit the same hours: at every step and
+    reset, across episode ends, each hindsight column equals the same-named forecast column of an oracle ``tariff``
+    twin (whose observation lists PV and mall 1-24 h ahead), and the training twin's own observation equals the
+    past-days twin's. ``thesis`` forecasts 1-3 h in its observation; its hindsight adds the other 21 hours."""
+    options = {**OPTIONS, "objective": objective}
+    training = make_torchrl_twin(TINY, data_root=data_root, critic_forecasts="oracle", **options)
+    oracle = make_twin(TINY, data_root=data_root, forecasts="oracle", **OPTIONS)  # tariff: the whole day listed
+    past_days = make_twin(TINY, data_root=data_root, **options)
+    names = hindsight_names(training.tables.observation_names)
+    listed = forecast_columns(training.tables.observation_names)
+    assert names[: len(listed)] == [training.tables.observation_names[index] for index in listed]
+    assert len(listed) == (48 if objective == "tariff" else 6)
+    assert training.observation_spec[HINDSIGHT].shape[-1] == len(names) == 48  # 24 hours each of PV and mall
+    sizing = env_specs(EnvConfig(site=TINY, backend="twin", objective=objective, critic_forecasts="oracle"))
+    assert sizing.observation_spec[HINDSIGHT].shape[-1] == 48  # sizing sees the same width, nothing built
+    columns = [oracle.tables.observation_names.index(name) for name in names]
     steps = 25  # two and a half 10-h episodes per env
     actions = torch.rand(steps, 3, training.action_spec.shape[-1], generator=torch.Generator().manual_seed(0)) * 2 - 1
 
@@ -47,7 +56,7 @@ def test_hindsight_is_what_the_oracle_observation_shows_and_the_observation_keep
         for trained, truth, actual in zip(run(training), run(oracle), run(past_days), strict=True):
             assert torch.equal(trained[HINDSIGHT], truth["observation"][:, columns])
             assert torch.equal(trained["observation"], actual["observation"])
-    differs = training.tables.exogenous[:, columns] != oracle.tables.exogenous[:, columns]
+    differs = training.tables.exogenous[:, listed] != oracle.tables.exogenous[:, columns[: len(listed)]]
     assert differs.any()  # the forecasts the actor sees are not the truth
 
 
