@@ -64,7 +64,7 @@ def test_smoke_run_leaves_offline_wandb_run_csv_log_and_report(tmp_path):
         assert key in records, key
     assert list(runs[0].glob("files/media/table/val/kpi_table*.json")), "the evaluation's KPI table"
     plots = sorted(path.name.rsplit("_", 2)[0] for path in runs[0].glob("files/media/images/report/fit/*.png"))
-    assert plots == ["dispatch_week", "health", "learning_curve"], plots
+    assert plots == ["daily_profile", "dispatch_week", "health", "learning_curve"], plots
 
     header = (root / "version_0" / "metrics.csv").read_text().splitlines()[0]
     for key in ("speed/frames_per_s", "progress/frames_done", "memory/rss_gb", "val/kpi/co2_kg", "train/loss_actor"):
@@ -73,6 +73,7 @@ def test_smoke_run_leaves_offline_wandb_run_csv_log_and_report(tmp_path):
     report = root / "report"
     _assert_png(report / "learning_curve.png")
     _assert_png(report / "dispatch_week.png")
+    _assert_png(report / "daily_profile.png")
     row = json.loads((report / "kpis.json").read_text())
     assert row["stage"] == "fit" and row["frames_done"] == 336 and row["co2_kg"] > 0
     assert "| SAC |" in (report / "kpis.md").read_text()

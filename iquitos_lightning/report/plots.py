@@ -1,8 +1,9 @@
-"""Plots of simulated energy flows: a typical week's dispatch and monthly energy per controller.
+"""Plots of simulated energy flows: a typical week's dispatch, the average day and monthly energy per controller.
 
-Why these two: the week shows HOW a controller runs the site (when the BESS charges, when EVs
-draw, what the grid sees); the monthly bars show HOW MUCH it imports over the year against the
-site's PV, mall and EV energy. Both read the environment's flow tables only
+Why these three: the week shows HOW a controller runs the site (when the BESS charges, when EVs
+draw, what the grid sees); the average day shows the same over the whole year, hour by hour (what a
+policy does at 15 h on most days, where one week can mislead); the monthly bars show HOW MUCH it
+imports over the year against the site's PV, mall and EV energy. All read the environment's flow tables only
 (:data:`~iquitos_lightning.envs.state.FLOW_COLUMNS`), so any controller or agent can be plotted.
 """
 
@@ -104,6 +105,52 @@ def plot_dispatch_week(
     figure.suptitle(f"{title} dispatch, {period}".strip(), y=0.995, fontsize=13)
     figure.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.975), ncol=6, frameon=False)
     figure.tight_layout(rect=(0, 0, 1, 0.955))
+    return save_figure(figure, path)
+
+
+def daily_profile(flows: pd.DataFrame) -> pd.DataFrame:
+    """Per hour of day (24 rows; the flows start at midnight, one row an hour): the year's mean PV, mall load, EV
+    charging, grid import, BESS power (``bess_net_kw``, + discharge) and SOC, and the BESS power's quartiles."""
+    hour = np.arange(len(flows)) % 24
+    table = flows.assign(bess_net_kw=flows["bess_discharge_kw"] - flows["bess_charge_kw"], hour=hour)
+    grouped = table.groupby("hour")
+    means = grouped[["pv_kw", "mall_kw", "ev_kw", "grid_import_kw", "bess_net_kw", "bess_soc"]].mean()
+    means["bess_net_q25_kw"] = grouped["bess_net_kw"].quantile(0.25)
+    means["bess_net_q75_kw"] = grouped["bess_net_kw"].quantile(0.75)
+    return means
+
+
+def plot_daily_profile(flows_by_controller: Mapping[str, pd.DataFrame], path: Path, *, title: str = "") -> Path:
+    """The average day of each controller (:func:`daily_profile`) on shared axes: BESS power (+ discharge, the
+    band its middle half of days) and grid import above, BESS SOC below. Why: whether a policy keeps the battery
+    for the evening or spends it in the afternoon is one glance here; in a week of dispatch it is a search."""
+    figure, (power_axis, soc_axis) = plt.subplots(
+        2, 1, figsize=(12, 7.5), sharex=True, gridspec_kw={"height_ratios": [3, 1.4]}
+    )
+    hours = np.arange(24)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for index, (name, flows) in enumerate(flows_by_controller.items()):
+        profile = daily_profile(flows)
+        colour = colours[index % len(colours)]
+        power_axis.step(hours, profile["bess_net_kw"], where="mid", color=colour, lw=1.8, label=f"{name}: BESS")
+        power_axis.fill_between(
+            hours, profile["bess_net_q25_kw"], profile["bess_net_q75_kw"], step="mid", color=colour, alpha=0.15
+        )
+        power_axis.step(
+            hours, profile["grid_import_kw"], where="mid", color=colour, lw=1.2, ls="--", label=f"{name}: grid import"
+        )
+        soc_axis.step(hours, 100 * profile["bess_soc"], where="mid", color=colour, lw=1.6, label=name)
+    power_axis.axhline(0.0, color="black", lw=0.6)
+    power_axis.set_ylabel("kW (BESS: + discharge)")
+    power_axis.grid(alpha=0.3)
+    power_axis.legend(loc="upper left", fontsize=9, ncol=2, frameon=False)
+    soc_axis.set_ylim(0, 105)
+    soc_axis.set_ylabel("BESS SOC [%]\n(end of hour)")
+    soc_axis.set_xlabel("hour of day")
+    soc_axis.set_xticks(hours)
+    soc_axis.grid(alpha=0.3)
+    figure.suptitle(f"{title} average day over the year".strip(), fontsize=13)
+    figure.tight_layout()
     return save_figure(figure, path)
 
 

@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from iquitos_lightning.metrics.kpis import KPI_UNITS  # noqa: E402
-from iquitos_lightning.report.plots import plot_dispatch_week, save_figure  # noqa: E402
+from iquitos_lightning.report.plots import plot_daily_profile, plot_dispatch_week, save_figure  # noqa: E402
 from iquitos_lightning.report.tables import kpi_table, to_markdown  # noqa: E402
 
 CO2_KPI = "co2_kg"
@@ -196,6 +196,7 @@ def write_run_report(
         written.append(
             plot_dispatch_week({controller: flows}, folder / "dispatch_week.png", year=year, title=controller)
         )
+        written.append(plot_daily_profile({controller: flows}, folder / "daily_profile.png", title=controller))
     wall_time = None
     if stage == "fit" and elapsed_s > 0:
         rate = f", {frames_this_run / elapsed_s:,.1f} frames/s" if frames_this_run > 0 else ""

@@ -1,4 +1,4 @@
-"""Dispatch and monthly plots render to PNG from flow tables."""
+"""Dispatch, average-day and monthly plots render to PNG from flow tables; the average day is the hourly mean."""
 
 from __future__ import annotations
 
@@ -9,7 +9,13 @@ import pandas as pd
 from matplotlib import image
 
 from iquitos_lightning.metrics.flows import FLOW_COLUMNS
-from iquitos_lightning.report.plots import plot_dispatch_week, plot_monthly_energy, typical_week_start
+from iquitos_lightning.report.plots import (
+    daily_profile,
+    plot_daily_profile,
+    plot_dispatch_week,
+    plot_monthly_energy,
+    typical_week_start,
+)
 
 
 def _flows(days: int, pv_scale_by_day: np.ndarray | None = None) -> pd.DataFrame:
@@ -52,8 +58,29 @@ def test_plots_write_readable_pngs(tmp_path: Path) -> None:
     flows = {"uncontrolled": _flows(60), "optimum": _flows(60)}
     week = plot_dispatch_week(flows, tmp_path / "week.png", year=2025, title="test")
     monthly = plot_monthly_energy(flows, tmp_path / "monthly.png", year=2025, title="test")
+    day = plot_daily_profile(flows, tmp_path / "day.png", title="test")
 
-    for path in (week, monthly):
+    for path in (week, monthly, day):
         pixels = image.imread(path)
         assert pixels.shape[0] > 600 and pixels.shape[1] > 1000
         assert pixels[..., :3].std() > 0.05  # not a blank canvas
+
+
+def test_the_average_day_is_each_hours_mean_over_the_days() -> None:
+    """A battery that charges 20 kW at 11-13 h every day, discharges 10 kW at 18-22 h on odd days and 30 kW on even
+    days: its average day is 20 kW at 18-22 h (quartiles 10 and 30 over the days), -20 kW at noon, 0 otherwise."""
+    flows = _flows(4)
+    hour, day = np.arange(len(flows)) % 24, np.arange(len(flows)) // 24
+    flows["bess_charge_kw"] = np.where((hour >= 11) & (hour <= 13), 20.0, 0.0)
+    flows["bess_discharge_kw"] = np.where((hour >= 18) & (hour <= 22), np.where(day % 2, 10.0, 30.0), 0.0)
+    flows["bess_soc"] = hour / 24
+
+    profile = daily_profile(flows)
+
+    assert list(profile.index) == list(range(24))
+    np.testing.assert_allclose(profile["bess_net_kw"].loc[18:22], 20.0)
+    np.testing.assert_allclose(profile["bess_net_kw"].loc[11:13], -20.0)
+    assert (profile["bess_net_kw"].drop(index=[11, 12, 13, 18, 19, 20, 21, 22]) == 0).all()
+    assert profile.loc[20, "bess_net_q25_kw"] == 10.0 and profile.loc[20, "bess_net_q75_kw"] == 30.0
+    np.testing.assert_allclose(profile["bess_soc"], np.arange(24) / 24)
+    np.testing.assert_allclose(profile["pv_kw"], flows["pv_kw"].iloc[:24])  # the same every day

@@ -12,6 +12,8 @@ how does the policy run the site?". At the end of ``fit`` and of ``test`` this c
   return, when the module returns any;
 - ``dispatch_week.png``: a typical week of the last evaluation episode (PV, mall load, EV charging,
   BESS power and SOC, grid import), Iquitos site only;
+- ``daily_profile.png``: the same episode's average day, hour by hour (BESS power with the band of its middle half
+  of days, grid import, SOC): whether the policy keeps the battery for the evening, at a glance;
 - ``summary.md``: what ran, for how long, how fast, and the figures above.
 
 After ``test`` it also writes the agent's KPI row to ``<logger root>/kpis.json`` (the file ``compare``
