@@ -215,7 +215,7 @@ class LeanSACLoss(SACLoss):
         if len(network.out_keys) < 2 or not set(actor.module[-1].in_keys) <= set(network.out_keys):
             return False
         q_inputs = list(q_value.in_keys)
-        if q_inputs[0] != "observation" or q_inputs[-1] != self.tensor_keys.action or len(q_inputs) < 2:
+        if len(q_inputs) < 2 or q_inputs[0] != "observation" or q_inputs[-1] != self.tensor_keys.action:
             return False
         if list(q_value.out_keys) != [self.tensor_keys.state_action_value]:
             return False

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from iquitos_lightning.envs.reward import RewardScales
+from iquitos_lightning.envs.site_tables import forecast_scales
 from iquitos_lightning.site.config import HOURS_PER_DAY
 from iquitos_lightning.site.forecasts import ORACLE, forecast_table
 from iquitos_lightning.site.series import SiteSeries
@@ -55,8 +56,8 @@ def hindsight_names(observation_names: list[str]) -> list[str]:
 
 def hindsight_table(series: SiteSeries, reward_scales: RewardScales, observation_names: list[str]) -> np.ndarray:
     """[T, K] float32: at every step, the true values of :func:`hindsight_names`' K columns, scaled as the
-    observation scales PV (the inverter's AC limit) and mall load (the site's largest mall load)."""
-    scales = {"pv": series.config.pv.ac_limit_kw, "mall": max(reward_scales.mall_max_kw, 1e-9)}
+    observation scales them (:func:`~iquitos_lightning.envs.site_tables.forecast_scales`)."""
+    scales = forecast_scales(series, reward_scales)
     values = {"pv": series.pv_kw, "mall": series.mall_kw}
     columns = []
     for name in hindsight_names(observation_names):

@@ -142,6 +142,12 @@ def observation_names(sockets: int, objective: str = THESIS, observation: str = 
     return names + [f"{feature}_{socket}" for socket in range(sockets) for feature in SOCKET_FEATURES]
 
 
+def forecast_scales(series: SiteSeries, reward_scales: RewardScales) -> dict[str, float]:
+    """What the observation divides PV and mall load by, now and at every hour ahead: the inverter's AC limit and
+    the site's largest mall load (envs/hindsight.py scales the critic's true coming hours by the same)."""
+    return {"pv": series.config.pv.ac_limit_kw, "mall": max(reward_scales.mall_max_kw, 1e-9)}
+
+
 def build_site_tables(
     series: SiteSeries,
     reward_scales: RewardScales,
@@ -187,10 +193,10 @@ def build_site_tables(
         np.sin(2 * np.pi * month / 12),
         np.cos(2 * np.pi * month / 12),
     ]
-    mall_scale = max(reward_scales.mall_max_kw, 1e-9)
+    scales = forecast_scales(series, reward_scales)
     for values, scale, known in (
-        (series.pv_kw, config.pv.ac_limit_kw, forecasts),
-        (series.mall_kw, mall_scale, forecasts),
+        (series.pv_kw, scales["pv"], forecasts),
+        (series.mall_kw, scales["mall"], forecasts),
         (series.price_per_kwh, reward_scales.max_price, ORACLE),  # a published schedule
     ):
         exogenous.append(values / scale)
@@ -202,7 +208,7 @@ def build_site_tables(
         opened = np.maximum.accumulate(np.where(month_start, np.arange(hours), 0))
         month_hours = pd.Series(times.days_in_month.to_numpy() * HOURS_PER_DAY)
         exogenous.append((np.arange(hours) - opened) / month_hours.to_numpy())
-        for values, scale in ((series.pv_kw, config.pv.ac_limit_kw), (series.mall_kw, mall_scale)):
+        for values, scale in ((series.pv_kw, scales["pv"]), (series.mall_kw, scales["mall"])):
             exogenous += list((forecast_table(values, DAY_AHEAD_STEPS, forecasts) / scale).T)
     bess_kw = max(config.bess.power_kw, 1e-9)
     if observation == COMPACT:  # what the BESS would have to cover (+) or could store (-), in its own power
