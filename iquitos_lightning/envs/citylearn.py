@@ -51,6 +51,7 @@ from iquitos_lightning.envs.actions import (
 from iquitos_lightning.envs.env_action import applied_action
 from iquitos_lightning.envs.grid_target import import_centre_kw
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
+from iquitos_lightning.envs.self_consumption import check_idle_band
 from iquitos_lightning.envs.site_data import built_site
 from iquitos_lightning.envs.site_tables import AUTO, COMPACT, build_site_tables, observation_vector, resolve_observation
 from iquitos_lightning.envs.state import SiteState
@@ -94,6 +95,7 @@ class IquitosEnv(gym.Env):
         shaping_gamma: float = 0.99,
         observation: str = AUTO,
         forecasts: str = PAST_DAYS,
+        idle_band: float = 0.0,
     ) -> None:
         self.schema_path = Path(schema_path)
         self.series = series
@@ -101,6 +103,7 @@ class IquitosEnv(gym.Env):
         self.reward_weights = reward_weights or RewardWeights()
         self.reward_scales = RewardScales.for_series(series)
         self.action_layout = action_layout
+        self.idle_band = check_idle_band(idle_band)  # self_consumption: BESS actions within it of 0 idle
         self.import_centre_kw = import_centre_kw(series, self.reward_scales.max_import_kw)  # grid_target's action 0
         self.ev_guarantee = ev_guarantee
         self.objective = objectives.check_objective(objective)
@@ -189,6 +192,7 @@ class IquitosEnv(gym.Env):
             import_centre_kw=self.import_centre_kw,
             window_rest_kw=self.tables.window_rest_kw[t],
             window_rest_open=self.tables.window_rest_open[t],
+            idle_band=self.idle_band,
         )
         socket_action = socket_power(self.action_layout, action, bands) / self.charger_kw
         soc_before = self._socket_soc.copy()

@@ -37,6 +37,7 @@ def applied_action(
     import_centre_kw: float,
     window_rest_kw: Array | None = None,
     window_rest_open: Array | None = None,
+    idle_band: float = 0.0,
 ) -> Array:
     """The action [..., A] in the ``per_socket``/``fleet`` sense for an agent's action [..., A] (clipped to [-1, 1]).
 
@@ -44,6 +45,8 @@ def applied_action(
 
     ``window_rest_kw``/``window_rest_open``: the hour's rows of the site tables' forecasts of the rest of the peak
     window (``shaver_residual`` and ``flat_rule_residual`` only).
+
+    ``idle_band``: the BESS actions within it of 0 idle (``self_consumption`` only, envs/self_consumption.py).
     """
     if layout == RULE_RESIDUAL:
         return add_rule(action, pv_kw, mall_kw, bands, bess_soc, in_peak_window, bess)
@@ -56,5 +59,5 @@ def applied_action(
     if layout == GRID_TARGET:
         return grid_target_fleet_action(action, pv_kw, mall_kw, bands, bess, max_import_kw, import_centre_kw)
     if layout == SELF_CONSUMPTION:
-        return self_consumption_fleet_action(action, pv_kw, mall_kw, bands, bess)
+        return self_consumption_fleet_action(action, pv_kw, mall_kw, bands, bess, idle_band)
     return action

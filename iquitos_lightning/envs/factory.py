@@ -46,12 +46,13 @@ import torch
 from torchrl.data import Unbounded
 from torchrl.envs import DoubleToFloat, EnvBase, GymWrapper, RewardSum, StepCounter, TransformedEnv
 
-from iquitos_lightning.envs.actions import LAYOUTS, action_count
+from iquitos_lightning.envs.actions import LAYOUTS, SELF_CONSUMPTION, action_count
 from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.envs.gym_env import FlatGymEnv, SpecsOnly, is_flat_box_env
 from iquitos_lightning.envs.hindsight import HINDSIGHT, check_critic_forecasts, hindsight_names
 from iquitos_lightning.envs.objectives import DEMAND_PERIODS, OBJECTIVES
 from iquitos_lightning.envs.reward_baseline import NO_BASELINE, check_reward_baseline
+from iquitos_lightning.envs.self_consumption import check_idle_band
 from iquitos_lightning.envs.site_data import site_config_of, site_year, site_years
 from iquitos_lightning.envs.site_tables import AUTO, OBSERVATION_MODES, observation_names, resolve_observation
 from iquitos_lightning.envs.start_peak import check_start_peak
@@ -91,6 +92,9 @@ class EnvConfig:
     # "shaver_residual" (fleet around a peak shaver's: charge outside the evening window, hold it flat inside) or
     # "flat_rule_residual" (around the rule-based controller with its evening discharge held flat)
     actions: str = "per_socket"
+    # "self_consumption" only: BESS actions within this of 0 idle, the rest of each half stretched back onto it, so
+    # idling is a range a wandering policy mean stays in, not a point (envs/self_consumption.py); 0: none
+    idle_band: float = 0.0
     ev_guarantee: bool = True  # Iquitos: every EV gets at least the least-laxity minimum that serves it in time
     # Iquitos observation layout (envs/site_tables.py): "full" (four columns per socket), "compact" (a few fleet sums
     # instead, no constant column) or "auto": compact for every layout but per_socket, whose actions are per socket
@@ -142,6 +146,8 @@ class EnvConfig:
 
         if self.actions not in LAYOUTS:
             raise ValueError(f"actions must be one of {LAYOUTS}, got {self.actions!r}")
+        if check_idle_band(self.idle_band) and self.actions != SELF_CONSUMPTION:
+            raise ValueError(f"idle_band is for the {SELF_CONSUMPTION!r} action layout, not {self.actions!r}")
         if self.observation not in OBSERVATION_MODES:
             raise ValueError(f"observation must be one of {OBSERVATION_MODES}, got {self.observation!r}")
         if self.objective not in OBJECTIVES:
@@ -301,6 +307,7 @@ def site_env_options(config: EnvConfig, *, evaluation: bool = False) -> dict[str
     ``evaluation`` leaves the training aid out (the stored-energy shaping), so evaluations score the objective."""
     return {
         "action_layout": config.actions,
+        "idle_band": config.idle_band,
         "ev_guarantee": config.ev_guarantee,
         "observation": config.observation,
         "objective": config.objective,

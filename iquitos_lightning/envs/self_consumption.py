@@ -19,6 +19,14 @@ twin, elementwise float64 operations so both give the same bits):
   or ``-a`` of the load covered; in [0, 1]: ``a x P`` of charge from the grid;
 - clipped at the battery's power ``P``, as a fraction of it (the ``fleet`` layout's BESS action); the simulator
   clips at the SOC window.
+
+An idle band (``idle_band`` b, ``env.idle_band``; 0: none) makes idling a range instead of a point: every BESS action
+within b of 0 idles and the rest of each half is stretched back onto it (``a`` -> ``sign(a) x (|a| - b) / (1 - b)``),
+so -1, 0 and +1 keep their meaning and the map stays continuous. Why: a critic cannot tell a small take-over or
+grid charge in an hour where the rule idles from idling (a few thousandths of a step's return, inside its error on
+the weather's swings), so the deterministic policy's mean wanders around 0 there and every wander moves energy at
+the wrong hour (docs/control.md); with a band, a mean that wanders inside it still idles. The band says nothing
+about when to idle: that is still the agent's to learn.
 """
 
 from __future__ import annotations
@@ -28,14 +36,33 @@ from iquitos_lightning.envs.grid_target import fleet_net_load_kw, with_bess_powe
 from iquitos_lightning.site.config import BatteryConfig
 
 
-def self_consumption_bess_kw(bess_action: Array, net_load_kw: Array, power_kw: float) -> Array:
+def check_idle_band(idle_band: float) -> float:
+    """``idle_band`` if it is a width in [0, 1), else a one-line error."""
+    if not 0.0 <= idle_band < 1.0:
+        raise ValueError(f"idle_band must be in [0, 1) (the BESS actions within it of 0 idle), got {idle_band!r}")
+    return idle_band
+
+
+def outside_idle_band(bess_action: Array, idle_band: float) -> Array:
+    """The BESS action with its idle band taken out: 0 within ``idle_band`` of 0, ``sign(a) x (|a| - b) / (1 - b)``
+    beyond (elementwise, so numpy and torch give the same bits); ``idle_band`` 0 returns the action itself."""
+    if not idle_band:
+        return bess_action
+    magnitude = _where(bess_action < 0, -bess_action, bess_action)
+    beyond = _where(magnitude > idle_band, (magnitude - idle_band) / (1.0 - idle_band), magnitude * 0.0)
+    return _where(bess_action < 0, -beyond, beyond)
+
+
+def self_consumption_bess_kw(bess_action: Array, net_load_kw: Array, power_kw: float, idle_band: float = 0.0) -> Array:
     """The BESS power (kW, + charging) of a BESS action in [-1, 1] at this net load, before the power clip."""
-    return _where(bess_action < 0, bess_action * net_load_kw, bess_action * power_kw)
+    share = outside_idle_band(bess_action, idle_band)
+    return _where(share < 0, share * net_load_kw, share * power_kw)
 
 
 def self_consumption_fleet_action(
-    action: Array, pv_kw: Array, mall_kw: Array, bands: SocketBands, bess: BatteryConfig
+    action: Array, pv_kw: Array, mall_kw: Array, bands: SocketBands, bess: BatteryConfig, idle_band: float = 0.0
 ) -> Array:
     """The ``fleet``-layout action [..., 2] the env applies for a ``self_consumption`` action [..., 2] (clipped)."""
     net_load_kw = fleet_net_load_kw(action, pv_kw, mall_kw, bands)
-    return with_bess_power(action, self_consumption_bess_kw(action[..., 0], net_load_kw, bess.power_kw), bess)
+    bess_kw = self_consumption_bess_kw(action[..., 0], net_load_kw, bess.power_kw, idle_band)
+    return with_bess_power(action, bess_kw, bess)

@@ -78,6 +78,7 @@ from iquitos_lightning.envs.reward_baseline import (
     check_reward_baseline,
     constant_action_rewards,
 )
+from iquitos_lightning.envs.self_consumption import check_idle_band
 from iquitos_lightning.envs.site_data import built_site
 from iquitos_lightning.envs.site_tables import (
     AUTO,
@@ -126,7 +127,7 @@ class IquitosTwin(EnvBase):
         compile_physics: ``torch.compile`` the step's physics (:meth:`_simulate`) into fused kernels. It
             takes about a minute on first use (per batch size) and then runs 3-5x faster at small
             B; measured bit-equal to the eager step on the tiny site.
-        action_layout, ev_guarantee, objective, tariff_weights, observation: as the CityLearn env's.
+        action_layout, ev_guarantee, objective, tariff_weights, observation, idle_band: as the CityLearn env's.
         start: where episodes start (:data:`START_SCHEDULES`; "zero" is CityLearn's episode).
         episode_hours: episodes end (truncated) after this many steps, or at the year's end (None: the year).
         seed: the "random" schedule's generator seed.
@@ -170,6 +171,7 @@ class IquitosTwin(EnvBase):
         forecasts: str = PAST_DAYS,
         years: Sequence[SiteSeries] = (),
         reward_baseline: str = NO_BASELINE,
+        idle_band: float = 0.0,
     ) -> None:
         if start not in START_SCHEDULES:
             raise ValueError(f"start must be one of {START_SCHEDULES}, got {start!r}")
@@ -188,6 +190,7 @@ class IquitosTwin(EnvBase):
         self.reward_weights = reward_weights or RewardWeights()
         self.reward_scales = RewardScales.for_series(series)
         self.action_layout = action_layout
+        self.idle_band = check_idle_band(idle_band)  # self_consumption: BESS actions within it of 0 idle
         self.import_centre_kw = import_centre_kw(series, self.reward_scales.max_import_kw)  # grid_target's action 0
         self.action_size = action_count(action_layout, series.config.ev.socket_count)
         self.ev_guarantee = ev_guarantee
@@ -536,6 +539,7 @@ class IquitosTwin(EnvBase):
             import_centre_kw=self.import_centre_kw,
             window_rest_kw=self._window_rest_kw[row],
             window_rest_open=self._window_rest_open[row],
+            idle_band=self.idle_band,
         )
         socket_fraction = socket_power(self.action_layout, action, bands) / self._charger_kw
         physical = torch.cat([action[:, :1], socket_fraction], -1)

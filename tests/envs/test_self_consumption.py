@@ -11,7 +11,8 @@ import torch
 from tensordict import TensorDict
 
 from iquitos_lightning.envs.actions import SELF_CONSUMPTION, SocketBands, fleet_power
-from iquitos_lightning.envs.self_consumption import self_consumption_fleet_action
+from iquitos_lightning.envs.factory import EnvConfig
+from iquitos_lightning.envs.self_consumption import check_idle_band, self_consumption_fleet_action
 from iquitos_lightning.envs.twin import make_twin
 from iquitos_lightning.site.config import BatteryConfig
 
@@ -86,3 +87,53 @@ def test_minus_one_holds_the_exchange_at_zero_while_the_battery_can_and_zero_idl
     np.testing.assert_allclose(held["grid_import_kw"][free], 0.0, atol=1e-3)
     assert held["bess_charge_kw"].sum() > 0 and held["bess_discharge_kw"].sum() > 0  # both ways
     assert idle["bess_charge_kw"].abs().max() < 1e-9 and idle["bess_discharge_kw"].abs().max() < 1e-9
+
+
+@pytest.mark.parametrize(
+    ("bess_action", "fraction"),
+    [
+        # band 0.4 at a 53 kW load: within it the battery idles, beyond it (|a| - 0.4) / 0.6 of the unbanded map
+        (-0.4, 0.0),
+        (-0.39, 0.0),
+        (0.3, 0.0),
+        (-0.7, -26.5 / 100.0),  # half of the load, as -0.5 without a band
+        (-1.0, -53.0 / 100.0),  # the ends keep their meaning
+        (0.7, 0.5),
+        (1.0, 1.0),
+    ],
+)
+def test_an_idle_band_idles_near_zero_and_keeps_the_ends(bess_action: float, fraction: float) -> None:
+    applied = self_consumption_fleet_action(np.array([bess_action, -1.0]), 350.0, 400.0, _bands(), BESS, 0.4)
+    assert applied[0] == pytest.approx(fraction, abs=1e-12)
+    assert applied[1] == -1.0
+
+
+def test_the_idle_band_gives_the_same_bits_in_numpy_and_torch_and_none_is_the_plain_map() -> None:
+    generator = np.random.default_rng(1)
+    actions = generator.uniform(-1, 1, (64, 2))
+    pv, mall = generator.uniform(0, 500, 64), generator.uniform(0, 800, 64)
+    expected = np.stack(
+        [self_consumption_fleet_action(actions[i], pv[i], mall[i], _bands(), BESS, 0.25) for i in range(64)]
+    )
+    bands = _bands(torch)
+    batched = SocketBands(*(value.expand(64, 2) for value in (bands.low, bands.high, bands.laxity_h)))
+    got = self_consumption_fleet_action(
+        torch.tensor(actions), torch.tensor(pv), torch.tensor(mall), batched, BESS, 0.25
+    )
+    np.testing.assert_array_equal(got.numpy(), expected)
+    assert (np.abs(expected[:, 0]) < 1e-15).sum() > 5  # some actions fell in the band
+    plain = [self_consumption_fleet_action(actions[i], pv[i], mall[i], _bands(), BESS) for i in range(64)]
+    zero_band = [self_consumption_fleet_action(actions[i], pv[i], mall[i], _bands(), BESS, 0.0) for i in range(64)]
+    np.testing.assert_array_equal(np.stack(zero_band), np.stack(plain))
+
+
+@pytest.mark.parametrize("band", [-0.1, 1.0, 1.5])
+def test_an_idle_band_outside_zero_to_one_is_refused(band: float) -> None:
+    with pytest.raises(ValueError, match="idle_band must be in"):
+        check_idle_band(band)
+
+
+def test_an_idle_band_is_only_for_the_self_consumption_layout() -> None:
+    with pytest.raises(ValueError, match="idle_band is for the 'self_consumption' action layout, not 'fleet'"):
+        EnvConfig(name="iquitos", actions="fleet", idle_band=0.2)
+    assert EnvConfig(name="iquitos", actions=SELF_CONSUMPTION, idle_band=0.2).idle_band == 0.2

@@ -333,6 +333,24 @@ def test_the_twin_equals_citylearn_with_the_derived_layouts(data_root: Path, lay
         np.testing.assert_array_equal(reference.observations, replay.observations)
 
 
+def test_the_twin_equals_citylearn_with_an_idle_band(data_root: Path) -> None:
+    """``self_consumption`` with ``idle_band``: both simulators idle the battery for the same small actions and
+    stretch the rest alike; the band changes what random actions do (it is not a no-op)."""
+    options = {"action_layout": SELF_CONSUMPTION, "objective": "thesis"}
+    env = make_iquitos_env(TINY, data_root=data_root, idle_band=0.4, **options)
+    draws = random_source(11)
+    reference = citylearn_trajectory(env, lambda o, s: 0.6 * draws(o, s)[:2])
+    twin = IquitosTwin(env.schema_path, env.series, num_envs=1, record=True, idle_band=0.4, **options)
+    (replay,) = twin_trajectories(twin, reference.actions[None])
+    assert_equivalent(compare(reference, replay), "self_consumption/thesis/idle_band")
+    np.testing.assert_array_equal(reference.observations, replay.observations)
+    plain = IquitosTwin(env.schema_path, env.series, num_envs=1, record=True, **options)
+    (unbanded,) = twin_trajectories(plain, reference.actions[None])
+    idle_hours = (replay.flows["bess_charge_kw"] + replay.flows["bess_discharge_kw"]).abs() < 1e-9
+    idle_plain = (unbanded.flows["bess_charge_kw"] + unbanded.flows["bess_discharge_kw"]).abs() < 1e-9
+    assert idle_hours.sum() > idle_plain.sum() + 5
+
+
 def test_the_twin_equals_citylearn_with_the_tariff_training_aids(data_root: Path) -> None:
     """``demand_period: day`` restarts the billed peak each midnight and ``stored_energy_value`` adds the same
     potential-based shaping in both simulators (rewards and observations)."""
