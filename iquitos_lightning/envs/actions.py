@@ -30,7 +30,9 @@ Layouts (``env.actions``):
   second the ``fleet`` action (:mod:`~iquitos_lightning.envs.grid_target`).
 - ``self_consumption`` (2 actions): the BESS action is the share of the hour's grid exchange the battery takes
   over (-1 all of the surplus or load, 0 idle, +1 charge from the grid), the second the ``fleet`` action
-  (:mod:`~iquitos_lightning.envs.self_consumption`).
+  (:mod:`~iquitos_lightning.envs.self_consumption`);
+- ``self_consumption_split`` (3 actions): the same BESS map with one action for the hours with a PV surplus and one
+  for the hours without, then the ``fleet`` action (:mod:`~iquitos_lightning.envs.self_consumption`).
 The BESS action is a fraction of its nominal power (+1 full charge, -1 full discharge, grid side)
 in both layouts; CityLearn clips it at the SOC limits.
 """
@@ -50,11 +52,22 @@ RULE_RESIDUAL = "rule_residual"  # fleet actions around the rule-based controlle
 GRID_TARGET = "grid_target"  # BESS action = the import set-point the battery tracks (envs/grid_target.py)
 # BESS action = the share of the hour's exchange the battery takes over, 0 idle (envs/self_consumption.py)
 SELF_CONSUMPTION = "self_consumption"
+# the same with one BESS action for hours with a PV surplus and one for hours without, then the fleet (3 actions)
+SELF_CONSUMPTION_SPLIT = "self_consumption_split"
 # fleet actions around a peak shaver's (envs/shaver_prior.py): charge outside the evening window, hold it flat
 SHAVER_RESIDUAL = "shaver_residual"
 # the same with the rule-based controller as the prior, its evening discharge held flat (for the thesis reward)
 FLAT_RULE_RESIDUAL = "flat_rule_residual"
-LAYOUTS = (PER_SOCKET, FLEET, RULE_RESIDUAL, GRID_TARGET, SELF_CONSUMPTION, SHAVER_RESIDUAL, FLAT_RULE_RESIDUAL)
+LAYOUTS = (
+    PER_SOCKET,
+    FLEET,
+    RULE_RESIDUAL,
+    GRID_TARGET,
+    SELF_CONSUMPTION,
+    SELF_CONSUMPTION_SPLIT,
+    SHAVER_RESIDUAL,
+    FLAT_RULE_RESIDUAL,
+)
 
 # Energy (kWh) added to the least-laxity minimum so float32 SOC rounding cannot leave an EV a hair short.
 GUARANTEE_MARGIN_KWH = 1e-6
@@ -88,10 +101,12 @@ def _clip_low(value: Array, low: float) -> Array:
 
 
 def action_count(layout: str, sockets: int) -> int:
-    """How many actions a layout has: 1 + S (``per_socket``) or 2 (every other layout)."""
+    """How many actions a layout has: 1 + S (``per_socket``), 3 (``self_consumption_split``) or 2 (every other)."""
     if layout not in LAYOUTS:
         raise ValueError(f"env.actions must be one of {LAYOUTS}, got {layout!r}")
-    return 1 + sockets if layout == PER_SOCKET else 2
+    if layout == PER_SOCKET:
+        return 1 + sockets
+    return 3 if layout == SELF_CONSUMPTION_SPLIT else 2
 
 
 @dataclass

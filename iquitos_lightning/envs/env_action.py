@@ -1,8 +1,8 @@
 """The action an env applies: the agent's action turned into its layout's physical ``[BESS, sockets...]`` command.
 
 Why one function: the CityLearn env and the twin must turn a derived layout's action (``rule_residual``,
-``grid_target``, ``self_consumption``, ``shaver_residual``, ``flat_rule_residual``) into the same ``fleet`` action
-to the bit, so both call this with the hour's state; ``per_socket`` and ``fleet`` actions pass through unchanged.
+``grid_target``, ``self_consumption(_split)``, ``shaver_residual``, ``flat_rule_residual``) into the same ``fleet``
+action to the bit, so both call this with the hour's state; ``per_socket`` and ``fleet`` actions pass through unchanged.
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ from iquitos_lightning.envs.actions import (
     GRID_TARGET,
     RULE_RESIDUAL,
     SELF_CONSUMPTION,
+    SELF_CONSUMPTION_SPLIT,
     SHAVER_RESIDUAL,
     Array,
     SocketBands,
 )
 from iquitos_lightning.envs.grid_target import grid_target_fleet_action
 from iquitos_lightning.envs.rule_prior import add_rule
-from iquitos_lightning.envs.self_consumption import self_consumption_fleet_action
+from iquitos_lightning.envs.self_consumption import self_consumption_fleet_action, split_self_consumption_fleet_action
 from iquitos_lightning.envs.shaver_prior import add_shaver
 from iquitos_lightning.site.config import BatteryConfig
 
@@ -46,7 +47,7 @@ def applied_action(
     ``window_rest_kw``/``window_rest_open``: the hour's rows of the site tables' forecasts of the rest of the peak
     window (``shaver_residual`` and ``flat_rule_residual`` only).
 
-    ``idle_band``: the BESS actions within it of 0 idle (``self_consumption`` only, envs/self_consumption.py).
+    ``idle_band``: the BESS actions within it of 0 idle (the ``self_consumption`` layouts, envs/self_consumption.py).
     """
     if layout == RULE_RESIDUAL:
         return add_rule(action, pv_kw, mall_kw, bands, bess_soc, in_peak_window, bess)
@@ -60,4 +61,6 @@ def applied_action(
         return grid_target_fleet_action(action, pv_kw, mall_kw, bands, bess, max_import_kw, import_centre_kw)
     if layout == SELF_CONSUMPTION:
         return self_consumption_fleet_action(action, pv_kw, mall_kw, bands, bess, idle_band)
+    if layout == SELF_CONSUMPTION_SPLIT:
+        return split_self_consumption_fleet_action(action, pv_kw, mall_kw, bands, bess, idle_band)
     return action

@@ -46,7 +46,7 @@ import torch
 from torchrl.data import Unbounded
 from torchrl.envs import DoubleToFloat, EnvBase, GymWrapper, RewardSum, StepCounter, TransformedEnv
 
-from iquitos_lightning.envs.actions import LAYOUTS, SELF_CONSUMPTION, action_count
+from iquitos_lightning.envs.actions import LAYOUTS, SELF_CONSUMPTION, SELF_CONSUMPTION_SPLIT, action_count
 from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.envs.gym_env import FlatGymEnv, SpecsOnly, is_flat_box_env
 from iquitos_lightning.envs.hindsight import HINDSIGHT, check_critic_forecasts, hindsight_names
@@ -89,11 +89,12 @@ class EnvConfig:
     # Iquitos action layout (envs/actions.py): "per_socket" (1 + sockets), "fleet" (BESS, EV fleet), "rule_residual"
     # (fleet mapped around the rule-based controller's), "grid_target" (import set-point the BESS tracks, EV fleet),
     # "self_consumption" (the share of the hour's surplus or load the BESS takes over, 0 idle; EV fleet),
+    # "self_consumption_split" (the same with one BESS action for surplus hours and one for the others; EV fleet),
     # "shaver_residual" (fleet around a peak shaver's: charge outside the evening window, hold it flat inside) or
     # "flat_rule_residual" (around the rule-based controller with its evening discharge held flat)
     actions: str = "per_socket"
-    # "self_consumption" only: BESS actions within this of 0 idle, the rest of each half stretched back onto it, so
-    # idling is a range a wandering policy mean stays in, not a point (envs/self_consumption.py); 0: none
+    # the "self_consumption" layouts only: BESS actions within this of 0 idle, the rest of each half stretched back
+    # onto it, so idling is a range a wandering policy mean stays in, not a point (envs/self_consumption.py); 0: none
     idle_band: float = 0.0
     ev_guarantee: bool = True  # Iquitos: every EV gets at least the least-laxity minimum that serves it in time
     # Iquitos observation layout (envs/site_tables.py): "full" (four columns per socket), "compact" (a few fleet sums
@@ -146,8 +147,8 @@ class EnvConfig:
 
         if self.actions not in LAYOUTS:
             raise ValueError(f"actions must be one of {LAYOUTS}, got {self.actions!r}")
-        if check_idle_band(self.idle_band) and self.actions != SELF_CONSUMPTION:
-            raise ValueError(f"idle_band is for the {SELF_CONSUMPTION!r} action layout, not {self.actions!r}")
+        if check_idle_band(self.idle_band) and self.actions not in (SELF_CONSUMPTION, SELF_CONSUMPTION_SPLIT):
+            raise ValueError(f"idle_band is for the self_consumption action layouts, not {self.actions!r}")
         if self.observation not in OBSERVATION_MODES:
             raise ValueError(f"observation must be one of {OBSERVATION_MODES}, got {self.observation!r}")
         if self.objective not in OBJECTIVES:

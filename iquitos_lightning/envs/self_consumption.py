@@ -20,6 +20,14 @@ twin, elementwise float64 operations so both give the same bits):
 - clipped at the battery's power ``P``, as a fraction of it (the ``fleet`` layout's BESS action); the simulator
   clips at the SOC window.
 
+``self_consumption_split`` (3 actions) is the same map with one BESS action for the hours with a PV surplus and one
+for the hours without (the hour's net load with the EVs decides which applies), then the fleet action:
+``[surplus action, load action, fleet]``. Why: the rule is then "store every surplus" on the first and "cover the
+load in the peak window, idle otherwise" on the second, each a function of the hour alone, where in
+``self_consumption`` one action must jump from -1 to 0 as the net load crosses 0. Measured before it: a policy on
+``self_consumption`` stored the surplus of the 7-8 h hours (mean action -0.99) and took over the load of the cloudy
+mornings with the same action, which the rule leaves alone (docs/experiments.md, session 27).
+
 An idle band (``idle_band`` b, ``env.idle_band``; 0: none) makes idling a range instead of a point: every BESS action
 within b of 0 idles and the rest of each half is stretched back onto it (``a`` -> ``sign(a) x (|a| - b) / (1 - b)``),
 so -1, 0 and +1 keep their meaning and the map stays continuous. Why: a critic cannot tell a small take-over or
@@ -31,7 +39,9 @@ about when to idle: that is still the agent's to learn.
 
 from __future__ import annotations
 
-from iquitos_lightning.envs.actions import Array, SocketBands, _where
+import numpy as np
+
+from iquitos_lightning.envs.actions import Array, SocketBands, _is_torch, _where
 from iquitos_lightning.envs.grid_target import fleet_net_load_kw, with_bess_power
 from iquitos_lightning.site.config import BatteryConfig
 
@@ -66,3 +76,24 @@ def self_consumption_fleet_action(
     net_load_kw = fleet_net_load_kw(action, pv_kw, mall_kw, bands)
     bess_kw = self_consumption_bess_kw(action[..., 0], net_load_kw, bess.power_kw, idle_band)
     return with_bess_power(action, bess_kw, bess)
+
+
+def split_self_consumption_fleet_action(
+    action: Array, pv_kw: Array, mall_kw: Array, bands: SocketBands, bess: BatteryConfig, idle_band: float = 0.0
+) -> Array:
+    """The ``fleet``-layout action [..., 2] the env applies for a ``self_consumption_split`` action [..., 3]
+    (clipped): the BESS takes ``action[..., 0]`` where the hour has a PV surplus, ``action[..., 1]`` where it has
+    not, each as the ``self_consumption`` BESS action; ``action[..., 2]`` is the fleet action."""
+    pair = _fleet_pair(action[..., 0], action[..., 2])  # [placeholder, fleet]: the EVs' kW in the net load
+    net_load_kw = fleet_net_load_kw(pair, pv_kw, mall_kw, bands)
+    bess_action = _where(net_load_kw < 0, action[..., 0], action[..., 1])
+    bess_kw = self_consumption_bess_kw(bess_action, net_load_kw, bess.power_kw, idle_band)
+    return with_bess_power(pair, bess_kw, bess)
+
+
+def _fleet_pair(first: Array, fleet_action: Array) -> Array:
+    if _is_torch(fleet_action):
+        import torch  # lazy: numpy callers never load torch here
+
+        return torch.stack([first, fleet_action], -1)
+    return np.stack([np.asarray(first, dtype=float), np.asarray(fleet_action, dtype=float)], -1)

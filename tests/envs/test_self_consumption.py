@@ -12,7 +12,11 @@ from tensordict import TensorDict
 
 from iquitos_lightning.envs.actions import SELF_CONSUMPTION, SocketBands, fleet_power
 from iquitos_lightning.envs.factory import EnvConfig
-from iquitos_lightning.envs.self_consumption import check_idle_band, self_consumption_fleet_action
+from iquitos_lightning.envs.self_consumption import (
+    check_idle_band,
+    self_consumption_fleet_action,
+    split_self_consumption_fleet_action,
+)
 from iquitos_lightning.envs.twin import make_twin
 from iquitos_lightning.site.config import BatteryConfig
 
@@ -112,15 +116,7 @@ def test_the_idle_band_gives_the_same_bits_in_numpy_and_torch_and_none_is_the_pl
     generator = np.random.default_rng(1)
     actions = generator.uniform(-1, 1, (64, 2))
     pv, mall = generator.uniform(0, 500, 64), generator.uniform(0, 800, 64)
-    expected = np.stack(
-        [self_consumption_fleet_action(actions[i], pv[i], mall[i], _bands(), BESS, 0.25) for i in range(64)]
-    )
-    bands = _bands(torch)
-    batched = SocketBands(*(value.expand(64, 2) for value in (bands.low, bands.high, bands.laxity_h)))
-    got = self_consumption_fleet_action(
-        torch.tensor(actions), torch.tensor(pv), torch.tensor(mall), batched, BESS, 0.25
-    )
-    np.testing.assert_array_equal(got.numpy(), expected)
+    expected = _numpy_equals_torch(self_consumption_fleet_action, actions, pv, mall, 0.25)
     assert (np.abs(expected[:, 0]) < 1e-15).sum() > 5  # some actions fell in the band
     plain = [self_consumption_fleet_action(actions[i], pv[i], mall[i], _bands(), BESS) for i in range(64)]
     zero_band = [self_consumption_fleet_action(actions[i], pv[i], mall[i], _bands(), BESS, 0.0) for i in range(64)]
@@ -134,6 +130,55 @@ def test_an_idle_band_outside_zero_to_one_is_refused(band: float) -> None:
 
 
 def test_an_idle_band_is_only_for_the_self_consumption_layout() -> None:
-    with pytest.raises(ValueError, match="idle_band is for the 'self_consumption' action layout, not 'fleet'"):
+    with pytest.raises(ValueError, match="idle_band is for the self_consumption action layouts, not 'fleet'"):
         EnvConfig(name="iquitos", actions="fleet", idle_band=0.2)
     assert EnvConfig(name="iquitos", actions=SELF_CONSUMPTION, idle_band=0.2).idle_band == 0.2
+
+
+@pytest.mark.parametrize(
+    ("pv_kw", "surplus_action", "load_action", "fraction"),
+    [
+        # load hour (net 53 kW): the load action applies, the surplus action is ignored
+        (350.0, -1.0, 0.0, 0.0),
+        (350.0, 0.0, -1.0, -53.0 / 100.0),
+        (350.0, 1.0, 0.5, 0.5),
+        # surplus hour (net -57 kW): the surplus action applies, the load action is ignored
+        (460.0, -1.0, 0.0, 57.0 / 100.0),
+        (460.0, 0.0, -1.0, 0.0),
+        (460.0, -0.5, 1.0, 28.5 / 100.0),
+    ],
+)
+def test_the_split_layout_acts_on_one_bess_action_for_surplus_hours_and_one_for_the_others(
+    pv_kw: float, surplus_action: float, load_action: float, fraction: float
+) -> None:
+    action = np.array([surplus_action, load_action, -1.0])
+    applied = split_self_consumption_fleet_action(action, pv_kw, 400.0, _bands(), BESS)
+    assert applied.shape == (2,)
+    assert applied[0] == pytest.approx(fraction, abs=1e-12)
+    assert applied[1] == -1.0  # the fleet action (the third) passes through
+    # each is the self_consumption map of the action that applies, with or without an idle band
+    chosen = surplus_action if pv_kw > 403.0 else load_action
+    for band in (0.0, 0.4):
+        plain = self_consumption_fleet_action(np.array([chosen, -1.0]), pv_kw, 400.0, _bands(), BESS, band)
+        split = split_self_consumption_fleet_action(action, pv_kw, 400.0, _bands(), BESS, band)
+        np.testing.assert_array_equal(split, plain)
+
+
+def test_the_split_layout_gives_the_same_bits_in_numpy_and_torch() -> None:
+    generator = np.random.default_rng(2)
+    actions = generator.uniform(-1, 1, (64, 3))
+    pv, mall = generator.uniform(0, 800, 64), generator.uniform(0, 800, 64)
+    _numpy_equals_torch(split_self_consumption_fleet_action, actions, pv, mall, 0.3)
+    surplus = mall + 0.0 < pv  # roughly half the hours of each kind (EVs add a few kW)
+    assert 10 < surplus.sum() < 54
+
+
+def _numpy_equals_torch(layout_map, actions: np.ndarray, pv: np.ndarray, mall: np.ndarray, band: float) -> np.ndarray:
+    """The map row by row in numpy and batched in torch, asserted equal to the bit; the numpy result."""
+    rows = len(actions)
+    expected = np.stack([layout_map(actions[i], pv[i], mall[i], _bands(), BESS, band) for i in range(rows)])
+    bands = _bands(torch)
+    batched = SocketBands(*(value.expand(rows, 2) for value in (bands.low, bands.high, bands.laxity_h)))
+    got = layout_map(torch.tensor(actions), torch.tensor(pv), torch.tensor(mall), batched, BESS, band)
+    np.testing.assert_array_equal(got.numpy(), expected)
+    return expected

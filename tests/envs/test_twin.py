@@ -27,6 +27,7 @@ from iquitos_lightning.envs.actions import (
     GRID_TARGET,
     RULE_RESIDUAL,
     SELF_CONSUMPTION,
+    SELF_CONSUMPTION_SPLIT,
     SHAVER_RESIDUAL,
 )
 from iquitos_lightning.envs.citylearn import IquitosEnv, make_iquitos_env
@@ -312,6 +313,7 @@ def test_a_zero_residual_is_the_rule_based_controller(data_root: Path) -> None:
         (RULE_RESIDUAL, "tariff"),
         (GRID_TARGET, "tariff"),
         (SELF_CONSUMPTION, "thesis"),
+        (SELF_CONSUMPTION_SPLIT, "thesis"),
         (SHAVER_RESIDUAL, "tariff"),
         (FLAT_RULE_RESIDUAL, "thesis"),
     ],
@@ -319,11 +321,11 @@ def test_a_zero_residual_is_the_rule_based_controller(data_root: Path) -> None:
 def test_the_twin_equals_citylearn_with_the_derived_layouts(data_root: Path, layout: str, objective: str) -> None:
     """The derived layouts turn the agent's action into a ``fleet`` one from the hour's state, in both simulators."""
     env = make_iquitos_env(TINY, data_root=data_root, action_layout=layout, objective=objective)
-    extremes = random_source(6)
+    extremes, count = random_source(6), env.action_space.shape[0]  # 2 actions, 3 in self_consumption_split
     sources = {
-        "zero": lambda observation, state: np.zeros(2),
-        "random": lambda o, s: 0.5 * random_source(3)(o, s)[:2],
-        "extremes": lambda o, s: np.sign(extremes(o, s)[:2]),  # the maps' ends (-1, +1)
+        "zero": lambda observation, state: np.zeros(count),
+        "random": lambda o, s: 0.5 * random_source(3)(o, s)[:count],
+        "extremes": lambda o, s: np.sign(extremes(o, s)[:count]),  # the maps' ends (-1, +1)
     }
     references = {name: citylearn_trajectory(env, source) for name, source in sources.items()}
     twin = IquitosTwin(env.schema_path, env.series, num_envs=3, record=True, action_layout=layout, objective=objective)
