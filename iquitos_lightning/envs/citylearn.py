@@ -103,7 +103,7 @@ class IquitosEnv(gym.Env):
         self.reward_weights = reward_weights or RewardWeights()
         self.reward_scales = RewardScales.for_series(series)
         self.action_layout = action_layout
-        self.idle_band = check_idle_band(idle_band)  # self_consumption: BESS actions within it of 0 idle
+        self.idle_band = check_idle_band(idle_band)  # the self_consumption layouts: BESS actions within it of 0 idle
         self.import_centre_kw = import_centre_kw(series, self.reward_scales.max_import_kw)  # grid_target's action 0
         self.ev_guarantee = ev_guarantee
         self.objective = objectives.check_objective(objective)
