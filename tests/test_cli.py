@@ -59,6 +59,21 @@ def test_model_is_chosen_by_name_and_every_value_is_overridable(capsys):
     assert "epochs: 3" in printed and "name: Pendulum-v1" in printed
 
 
+@pytest.mark.parametrize(
+    ("override", "says"),
+    [
+        (["--model.init_args.env.forecasts", "bogus"], "env.forecasts must be one of ('past_days', 'oracle')"),
+        (["--model.init_args.env.idle_band", "0.3"], "idle_band is for the self_consumption action layouts"),
+    ],
+)
+def test_a_bad_env_value_is_one_line_naming_it_not_a_trace(override, says, capsys):
+    code = run_lightning_cli(["fit", "--config", SMOKE, *override])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"error: model.init_args.env: {says}" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
 @pytest.mark.cpu_only
 def test_gpu_accelerator_is_refused_on_a_cpu_machine(capsys):
     code = run_lightning_cli(["fit", "--config", SMOKE, "--trainer.accelerator", "gpu"])

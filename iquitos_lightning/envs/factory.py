@@ -144,7 +144,16 @@ class EnvConfig:
     validation_site_seed: int | None = None
 
     def __post_init__(self) -> None:
+        """Checks every field; a bad value is a :class:`ConfigError` (one line at the command line, not a trace
+        through jsonargparse), whichever check below or in the module it names found it."""
+        try:
+            self._check()
+        except ConfigError:
+            raise
+        except ValueError as error:
+            raise ConfigError(f"model.init_args.env: {error}") from error
 
+    def _check(self) -> None:
         if self.actions not in LAYOUTS:
             raise ValueError(f"actions must be one of {LAYOUTS}, got {self.actions!r}")
         if check_idle_band(self.idle_band) and self.actions not in (SELF_CONSUMPTION, SELF_CONSUMPTION_SPLIT):

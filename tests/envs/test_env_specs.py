@@ -56,5 +56,7 @@ def test_an_explicit_full_observation_keeps_the_fleet_layouts_per_socket_block()
 
 
 def test_an_unknown_observation_layout_is_a_one_line_error_naming_the_key() -> None:
-    with pytest.raises(ValueError, match=r"^observation must be one of \('auto', 'full', 'compact'\), got 'wide'$"):
+    with pytest.raises(
+        ValueError, match=r"^model.init_args.env: observation must be one of \('auto', 'full', 'compact'\), got 'wide'$"
+    ):
         EnvConfig(observation="wide")
