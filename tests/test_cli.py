@@ -74,6 +74,23 @@ def test_a_bad_env_value_is_one_line_naming_it_not_a_trace(override, says, capsy
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        (["--config", SMOKE, "--model.init_args.gamma", "1.5"], "model.gamma must be in (0, 1], got 1.5"),
+        (["--config", SMOKE, "--model.init_args.tau", "0"], "model.tau must be in (0, 1], got 0.0"),
+        (["--config", SMOKE, "--model.init_args.critic_lr", "-0.001"], "model.critic_lr must be a learning rate >= 0"),
+        (["--model", "PPO", "--model.env.name", "Pendulum-v1", "--model.gae_lambda", "1.2"], "model.gae_lambda must"),
+    ],
+)
+def test_a_discount_rate_or_learning_rate_out_of_range_is_refused_before_training(arguments, says, capsys):
+    """A discount of 1.5 used to train without a word (its returns grow without bound)."""
+    code = run_lightning_cli(["fit", *arguments, "--trainer.logger", "false"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"error: {says}" in err
+
+
 @pytest.mark.cpu_only
 def test_gpu_accelerator_is_refused_on_a_cpu_machine(capsys):
     code = run_lightning_cli(["fit", "--config", SMOKE, "--trainer.accelerator", "gpu"])

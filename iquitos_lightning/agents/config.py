@@ -6,8 +6,11 @@ store them as plain dicts (:func:`plain`), which :func:`as_config` turns back in
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from typing import Any, TypeVar
+
+from iquitos_lightning.errors import ConfigError
 
 ConfigT = TypeVar("ConfigT")
 
@@ -26,6 +29,24 @@ class RolloutConfig:
     # Exploration noise held for this many collected steps (per env) before a fresh draw: 1 draws every step. Held
     # noise explores a consistent deviation for hours (fastpath/tanh_normal.py, as SB3's gSDE resamples every n steps).
     noise_hold_steps: int = 1
+
+
+def check_fraction(name: str, value: float, *, zero_allowed: bool) -> float:
+    """``model.<name>`` if it lies in (0, 1] ([0, 1] with ``zero_allowed``), else a one-line ConfigError. Why: a
+    discount of 1.5 or a soft-update rate of 2 trained without a word before (the returns blow up later)."""
+    low_ok = value >= 0 if zero_allowed else value > 0
+    if not (math.isfinite(value) and low_ok and value <= 1):
+        interval = "[0, 1]" if zero_allowed else "(0, 1]"
+        raise ConfigError(f"model.{name} must be in {interval}, got {value!r}")
+    return value
+
+
+def check_learning_rates(**rates: float) -> None:
+    """Each ``model.<name>`` a finite learning rate >= 0 (0 freezes that network: the health signals' test of a
+    policy that does not move uses it)."""
+    for name, rate in rates.items():
+        if not (math.isfinite(rate) and rate >= 0):
+            raise ConfigError(f"model.{name} must be a learning rate >= 0, got {rate!r}")
 
 
 def as_config(config_class: type[ConfigT], value: ConfigT | dict[str, Any] | None) -> ConfigT:

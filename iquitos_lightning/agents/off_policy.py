@@ -20,7 +20,7 @@ from tensordict import TensorDictBase
 from torchrl.data import TensorDictReplayBuffer
 
 from iquitos_lightning.agents.base import RLAgent
-from iquitos_lightning.agents.config import RolloutConfig, as_config
+from iquitos_lightning.agents.config import RolloutConfig, as_config, check_fraction
 from iquitos_lightning.agents.multi_step import n_step_transitions
 from iquitos_lightning.agents.replay import (
     ReplayBufferConfig,
@@ -34,6 +34,7 @@ from iquitos_lightning.agents.replay import (
 )
 from iquitos_lightning.agents.speed import SpeedConfig
 from iquitos_lightning.envs.factory import EnvConfig
+from iquitos_lightning.errors import ConfigError
 
 # Batches of this many updates are drawn from the buffer and moved to the device at once: one index draw,
 # one gather and one host-to-device copy instead of one each per update. The buffer samples uniformly with
@@ -79,9 +80,9 @@ class OffPolicyAgent(RLAgent):
         reward_scale: float = 1.0,
     ) -> None:
         if n_steps < 1:
-            raise ValueError(f"n_steps must be >= 1, got {n_steps}")
+            raise ConfigError(f"model.n_steps must be >= 1, got {n_steps}")
         super().__init__(env, rollout, speed)
-        self.gamma = gamma
+        self.gamma = check_fraction("gamma", gamma, zero_allowed=False)
         self.n_steps = n_steps
         self.reward_scale = reward_scale
         self.automatic_optimization = False

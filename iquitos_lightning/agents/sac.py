@@ -19,7 +19,7 @@ import torch
 from tensordict import TensorDictBase
 from torch.optim import Adam
 
-from iquitos_lightning.agents.config import RolloutConfig
+from iquitos_lightning.agents.config import RolloutConfig, check_fraction, check_learning_rates
 from iquitos_lightning.agents.health import action_bounds, gradient_norm, policy_spread, q_statistics
 from iquitos_lightning.agents.lean_sac_loss import LeanSACLoss
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor, make_q_value, zero_policy_mean
@@ -120,6 +120,8 @@ class SAC(OffPolicyAgent):
             n_steps=n_steps,
             reward_scale=reward_scale,
         )
+        check_learning_rates(actor_lr=actor_lr, critic_lr=critic_lr, alpha_lr=alpha_lr)
+        check_fraction("tau", tau, zero_allowed=False)
         self.learning_rates = (actor_lr, critic_lr, alpha_lr)
 
         self.actor_delay_frames = actor_delay_frames
