@@ -81,10 +81,15 @@ def test_a_bad_env_value_is_one_line_naming_it_not_a_trace(override, says, capsy
         (["--config", SMOKE, "--model.init_args.tau", "0"], "model.tau must be in (0, 1], got 0.0"),
         (["--config", SMOKE, "--model.init_args.critic_lr", "-0.001"], "model.critic_lr must be a learning rate >= 0"),
         (["--model", "PPO", "--model.env.name", "Pendulum-v1", "--model.gae_lambda", "1.2"], "model.gae_lambda must"),
+        (["--config", SMOKE, "--model.init_args.updates_per_frame", "-1"], "model.updates_per_frame must be > 0"),
+        (["--config", SMOKE, "--model.init_args.reward_scale", "0"], "model.reward_scale must be a factor > 0"),
+        (["--config", SMOKE, "--model.init_args.target_entropy", "foo"], "model.target_entropy must be 'auto' or"),
+        (["--config", SMOKE, "--model.init_args.alpha_init", "0"], "model.alpha_init must be an entropy weight > 0"),
     ],
 )
-def test_a_discount_rate_or_learning_rate_out_of_range_is_refused_before_training(arguments, says, capsys):
-    """A discount of 1.5 used to train without a word (its returns grow without bound)."""
+def test_a_hyperparameter_out_of_range_is_refused_before_training(arguments, says, capsys):
+    """A discount of 1.5, negative updates per frame or a reward scale of 0 used to train without a word; an entropy
+    weight of 0 or an unknown target entropy ended in a jsonargparse traceback."""
     code = run_lightning_cli(["fit", *arguments, "--trainer.logger", "false"])
     err = capsys.readouterr().err
     assert code == 2

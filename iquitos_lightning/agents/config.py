@@ -49,6 +49,13 @@ def check_learning_rates(**rates: float) -> None:
             raise ConfigError(f"model.{name} must be a learning rate >= 0, got {rate!r}")
 
 
+def check_reward_scale(reward_scale: float) -> float:
+    """``model.reward_scale`` if it is a finite factor > 0: 0 would train on rewards of 0 (nothing to learn)."""
+    if not (math.isfinite(reward_scale) and reward_scale > 0):
+        raise ConfigError(f"model.reward_scale must be a factor > 0, got {reward_scale!r}")
+    return reward_scale
+
+
 def as_config(config_class: type[ConfigT], value: ConfigT | dict[str, Any] | None) -> ConfigT:
     """Accept a config dataclass or its dict (hparams of a checkpoint store plain dicts)."""
     if value is None:

@@ -11,6 +11,7 @@ provides its networks, ``loss_terms`` and ``update``.
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any, ClassVar
 
@@ -20,7 +21,7 @@ from tensordict import TensorDictBase
 from torchrl.data import TensorDictReplayBuffer
 
 from iquitos_lightning.agents.base import RLAgent
-from iquitos_lightning.agents.config import RolloutConfig, as_config, check_fraction
+from iquitos_lightning.agents.config import RolloutConfig, as_config, check_fraction, check_reward_scale
 from iquitos_lightning.agents.multi_step import n_step_transitions
 from iquitos_lightning.agents.replay import (
     ReplayBufferConfig,
@@ -81,6 +82,11 @@ class OffPolicyAgent(RLAgent):
     ) -> None:
         if n_steps < 1:
             raise ConfigError(f"model.n_steps must be >= 1, got {n_steps}")
+        if not (math.isfinite(updates_per_frame) and updates_per_frame > 0):
+            raise ConfigError(f"model.updates_per_frame must be > 0 (updates per env frame), got {updates_per_frame!r}")
+        if init_random_frames < 0:
+            raise ConfigError(f"model.init_random_frames must be 0 or more, got {init_random_frames}")
+        check_reward_scale(reward_scale)
         super().__init__(env, rollout, speed)
         self.gamma = check_fraction("gamma", gamma, zero_allowed=False)
         self.n_steps = n_steps

@@ -20,7 +20,7 @@ from torch.optim import Adam
 from torchrl.objectives.value import GAE
 
 from iquitos_lightning.agents.base import RLAgent
-from iquitos_lightning.agents.config import RolloutConfig, check_fraction, check_learning_rates
+from iquitos_lightning.agents.config import RolloutConfig, check_fraction, check_learning_rates, check_reward_scale
 from iquitos_lightning.agents.health import approximate_kl, critic_fit, gradient_norm, rollout_policy_spread
 from iquitos_lightning.agents.networks import (
     POLICY_OUTPUT_GAIN,
@@ -134,6 +134,7 @@ class OnPolicyAgent(RLAgent):
         super().__init__(env, rollout, speed)
         self.automatic_optimization = False
         check_learning_rates(lr=lr)
+        check_reward_scale(reward_scale)
         check_fraction("gamma", gamma, zero_allowed=False)
         check_fraction("gae_lambda", gae_lambda, zero_allowed=True)
         self.lr = lr

@@ -15,6 +15,8 @@ all three losses from one forward pass).
 
 from __future__ import annotations
 
+import math
+
 import torch
 from tensordict import TensorDictBase
 from torch.optim import Adam
@@ -27,6 +29,7 @@ from iquitos_lightning.agents.off_policy import NonModule, OffPolicyAgent
 from iquitos_lightning.agents.replay import ReplayBufferConfig
 from iquitos_lightning.agents.speed import SpeedConfig
 from iquitos_lightning.envs.factory import EnvConfig
+from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.fastpath.soft_update import ForeachSoftUpdate
 
 
@@ -40,7 +43,10 @@ def per_env_target_entropy(target_entropy: float | str, action_shape: torch.Size
     """
     if target_entropy == "auto":
         return -float(action_shape[-1]) if len(action_shape) else -1.0
-    return float(target_entropy)
+    try:
+        return float(target_entropy)
+    except ValueError:
+        raise ConfigError(f"model.target_entropy must be 'auto' or a number, got {target_entropy!r}") from None
 
 
 class SAC(OffPolicyAgent):
@@ -121,6 +127,8 @@ class SAC(OffPolicyAgent):
             reward_scale=reward_scale,
         )
         check_learning_rates(actor_lr=actor_lr, critic_lr=critic_lr, alpha_lr=alpha_lr)
+        if not (math.isfinite(alpha_init) and alpha_init > 0):
+            raise ConfigError(f"model.alpha_init must be an entropy weight > 0 (SAC learns its log): {alpha_init!r}")
         check_fraction("tau", tau, zero_allowed=False)
         self.learning_rates = (actor_lr, critic_lr, alpha_lr)
 
