@@ -131,12 +131,12 @@ class OnPolicyAgent(RLAgent):
         lr_anneal: bool = False,
         speed: SpeedConfig | None = None,
     ) -> None:
-        super().__init__(env, rollout, speed)
-        self.automatic_optimization = False
-        check_learning_rates(lr=lr)
+        check_learning_rates(lr=lr)  # before the envs are built: a bad value costs no site start
         check_reward_scale(reward_scale)
         check_fraction("gamma", gamma, zero_allowed=False)
         check_fraction("gae_lambda", gae_lambda, zero_allowed=True)
+        super().__init__(env, rollout, speed)
+        self.automatic_optimization = False
         self.lr = lr
         self.lr_anneal = lr_anneal
         if lr_anneal and self.speed_config.cuda_graphs:

@@ -114,6 +114,11 @@ class SAC(OffPolicyAgent):
         reward_scale: float = 1.0,
         speed: SpeedConfig | None = None,
     ) -> None:
+        # before the envs are built: a bad value costs no site start
+        check_learning_rates(actor_lr=actor_lr, critic_lr=critic_lr, alpha_lr=alpha_lr)
+        if not (math.isfinite(alpha_init) and alpha_init > 0):
+            raise ConfigError(f"model.alpha_init must be an entropy weight > 0 (SAC learns its log): {alpha_init!r}")
+        check_fraction("tau", tau, zero_allowed=False)
         super().__init__(
             env,
             rollout,
@@ -126,10 +131,6 @@ class SAC(OffPolicyAgent):
             n_steps=n_steps,
             reward_scale=reward_scale,
         )
-        check_learning_rates(actor_lr=actor_lr, critic_lr=critic_lr, alpha_lr=alpha_lr)
-        if not (math.isfinite(alpha_init) and alpha_init > 0):
-            raise ConfigError(f"model.alpha_init must be an entropy weight > 0 (SAC learns its log): {alpha_init!r}")
-        check_fraction("tau", tau, zero_allowed=False)
         self.learning_rates = (actor_lr, critic_lr, alpha_lr)
 
         self.actor_delay_frames = actor_delay_frames
