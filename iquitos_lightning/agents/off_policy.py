@@ -87,8 +87,9 @@ class OffPolicyAgent(RLAgent):
         if init_random_frames < 0:
             raise ConfigError(f"model.init_random_frames must be 0 or more, got {init_random_frames}")
         check_reward_scale(reward_scale)
+        check_fraction("gamma", gamma, zero_allowed=False)
         super().__init__(env, rollout, speed)
-        self.gamma = check_fraction("gamma", gamma, zero_allowed=False)
+        self.gamma = gamma
         self.n_steps = n_steps
         self.reward_scale = reward_scale
         self.automatic_optimization = False

@@ -68,24 +68,24 @@ def grid_target_fleet_action(
 ) -> Array:
     """The ``fleet``-layout action [..., 2] the env applies for a ``grid_target`` action [..., 2] (clipped);
     ``centre_kw`` is the set-point of action 0 (:func:`import_centre_kw`)."""
-    net_load_kw = fleet_net_load_kw(action, pv_kw, mall_kw, bands)
+    net_load_kw = fleet_net_load_kw(action[..., 1], pv_kw, mall_kw, bands)
     target_kw = import_target_kw(action[..., 0], centre_kw, max_import_kw)
-    return with_bess_power(action, target_kw - net_load_kw, bess)
+    return with_bess_power(action[..., 1], target_kw - net_load_kw, bess)
 
 
-def fleet_net_load_kw(action: Array, pv_kw: Array, mall_kw: Array, bands: SocketBands) -> Array:
-    """The hour's net load (mall + EVs - PV, kW) with the EVs at what the ``fleet`` action ``action[..., 1]`` gives
-    them: what a battery layout over the fleet (this one, ``self_consumption``) acts on."""
-    ev_kw = _sequential_sum(fleet_power(action[..., 1], bands))
+def fleet_net_load_kw(fleet_action: Array, pv_kw: Array, mall_kw: Array, bands: SocketBands) -> Array:
+    """The hour's net load (mall + EVs - PV, kW) with the EVs at what the ``fleet`` action ``fleet_action`` gives
+    them: what a battery layout over the fleet (this one, the ``self_consumption`` layouts) acts on."""
+    ev_kw = _sequential_sum(fleet_power(fleet_action, bands))
     return mall_kw + ev_kw - pv_kw
 
 
-def with_bess_power(action: Array, bess_kw: Array, bess: BatteryConfig) -> Array:
+def with_bess_power(fleet_action: Array, bess_kw: Array, bess: BatteryConfig) -> Array:
     """The ``fleet`` action [..., 2]: the BESS power ``bess_kw`` (kW, + charging) clipped at the battery's power, as a
-    fraction of it, and the fleet action of ``action`` unchanged."""
+    fraction of it, and ``fleet_action`` unchanged."""
     fraction = _clip(bess_kw, -bess.power_kw, bess.power_kw) / bess.power_kw
-    if _is_torch(action):
+    if _is_torch(fleet_action):
         import torch  # lazy: numpy callers never load torch here
 
-        return torch.stack([fraction.to(action.dtype), action[..., 1]], -1)
-    return np.stack([np.asarray(fraction, dtype=float), np.asarray(action[..., 1], dtype=float)], -1)
+        return torch.stack([fraction.to(fleet_action.dtype), fleet_action], -1)
+    return np.stack([np.asarray(fraction, dtype=float), np.asarray(fleet_action, dtype=float)], -1)

@@ -39,9 +39,7 @@ about when to idle: that is still the agent's to learn.
 
 from __future__ import annotations
 
-import numpy as np
-
-from iquitos_lightning.envs.actions import Array, SocketBands, _is_torch, _where
+from iquitos_lightning.envs.actions import Array, SocketBands, _where
 from iquitos_lightning.envs.grid_target import fleet_net_load_kw, with_bess_power
 from iquitos_lightning.site.config import BatteryConfig
 
@@ -73,9 +71,9 @@ def self_consumption_fleet_action(
     action: Array, pv_kw: Array, mall_kw: Array, bands: SocketBands, bess: BatteryConfig, idle_band: float = 0.0
 ) -> Array:
     """The ``fleet``-layout action [..., 2] the env applies for a ``self_consumption`` action [..., 2] (clipped)."""
-    net_load_kw = fleet_net_load_kw(action, pv_kw, mall_kw, bands)
+    net_load_kw = fleet_net_load_kw(action[..., 1], pv_kw, mall_kw, bands)
     bess_kw = self_consumption_bess_kw(action[..., 0], net_load_kw, bess.power_kw, idle_band)
-    return with_bess_power(action, bess_kw, bess)
+    return with_bess_power(action[..., 1], bess_kw, bess)
 
 
 def split_self_consumption_fleet_action(
@@ -84,16 +82,7 @@ def split_self_consumption_fleet_action(
     """The ``fleet``-layout action [..., 2] the env applies for a ``self_consumption_split`` action [..., 3]
     (clipped): the BESS takes ``action[..., 0]`` where the hour has a PV surplus, ``action[..., 1]`` where it has
     not, each as the ``self_consumption`` BESS action; ``action[..., 2]`` is the fleet action."""
-    pair = _fleet_pair(action[..., 0], action[..., 2])  # [placeholder, fleet]: the EVs' kW in the net load
-    net_load_kw = fleet_net_load_kw(pair, pv_kw, mall_kw, bands)
+    net_load_kw = fleet_net_load_kw(action[..., 2], pv_kw, mall_kw, bands)
     bess_action = _where(net_load_kw < 0, action[..., 0], action[..., 1])
     bess_kw = self_consumption_bess_kw(bess_action, net_load_kw, bess.power_kw, idle_band)
-    return with_bess_power(pair, bess_kw, bess)
-
-
-def _fleet_pair(first: Array, fleet_action: Array) -> Array:
-    if _is_torch(fleet_action):
-        import torch  # lazy: numpy callers never load torch here
-
-        return torch.stack([first, fleet_action], -1)
-    return np.stack([np.asarray(first, dtype=float), np.asarray(fleet_action, dtype=float)], -1)
+    return with_bess_power(action[..., 2], bess_kw, bess)
