@@ -54,6 +54,8 @@ GRID_TARGET = "grid_target"  # BESS action = the import set-point the battery tr
 SELF_CONSUMPTION = "self_consumption"
 # the same with one BESS action for hours with a PV surplus and one for hours without, then the fleet (3 actions)
 SELF_CONSUMPTION_SPLIT = "self_consumption_split"
+# the same with the hours without surplus split again: the peak window's and the others' (4 actions)
+SELF_CONSUMPTION_WINDOW = "self_consumption_window"
 # fleet actions around a peak shaver's (envs/shaver_prior.py): charge outside the evening window, hold it flat
 SHAVER_RESIDUAL = "shaver_residual"
 # the same with the rule-based controller as the prior, its evening discharge held flat (for the thesis reward)
@@ -65,9 +67,12 @@ LAYOUTS = (
     GRID_TARGET,
     SELF_CONSUMPTION,
     SELF_CONSUMPTION_SPLIT,
+    SELF_CONSUMPTION_WINDOW,
     SHAVER_RESIDUAL,
     FLAT_RULE_RESIDUAL,
 )
+# the layouts whose BESS action is a share of the hour's exchange, 0 idle (the ones an idle band applies to)
+SELF_CONSUMPTION_LAYOUTS = (SELF_CONSUMPTION, SELF_CONSUMPTION_SPLIT, SELF_CONSUMPTION_WINDOW)
 
 # Energy (kWh) added to the least-laxity minimum so float32 SOC rounding cannot leave an EV a hair short.
 GUARANTEE_MARGIN_KWH = 1e-6
@@ -101,12 +106,13 @@ def _clip_low(value: Array, low: float) -> Array:
 
 
 def action_count(layout: str, sockets: int) -> int:
-    """How many actions a layout has: 1 + S (``per_socket``), 3 (``self_consumption_split``) or 2 (every other)."""
+    """How many actions a layout has: 1 + S (``per_socket``), 3 (``self_consumption_split``), 4
+    (``self_consumption_window``) or 2 (every other)."""
     if layout not in LAYOUTS:
         raise ValueError(f"env.actions must be one of {LAYOUTS}, got {layout!r}")
     if layout == PER_SOCKET:
         return 1 + sockets
-    return 3 if layout == SELF_CONSUMPTION_SPLIT else 2
+    return {SELF_CONSUMPTION_SPLIT: 3, SELF_CONSUMPTION_WINDOW: 4}.get(layout, 2)
 
 
 @dataclass

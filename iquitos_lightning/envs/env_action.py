@@ -1,8 +1,9 @@
 """The action an env applies: the agent's action turned into its layout's physical ``[BESS, sockets...]`` command.
 
 Why one function: the CityLearn env and the twin must turn a derived layout's action (``rule_residual``,
-``grid_target``, ``self_consumption(_split)``, ``shaver_residual``, ``flat_rule_residual``) into the same ``fleet``
-action to the bit, so both call this with the hour's state; ``per_socket`` and ``fleet`` actions pass through unchanged.
+``grid_target``, ``self_consumption(_split, _window)``, ``shaver_residual``, ``flat_rule_residual``) into the same
+``fleet`` action to the bit, so both call this with the hour's state; ``per_socket`` and ``fleet`` actions pass
+through unchanged.
 """
 
 from __future__ import annotations
@@ -13,13 +14,18 @@ from iquitos_lightning.envs.actions import (
     RULE_RESIDUAL,
     SELF_CONSUMPTION,
     SELF_CONSUMPTION_SPLIT,
+    SELF_CONSUMPTION_WINDOW,
     SHAVER_RESIDUAL,
     Array,
     SocketBands,
 )
 from iquitos_lightning.envs.grid_target import grid_target_fleet_action
 from iquitos_lightning.envs.rule_prior import add_rule
-from iquitos_lightning.envs.self_consumption import self_consumption_fleet_action, split_self_consumption_fleet_action
+from iquitos_lightning.envs.self_consumption import (
+    self_consumption_fleet_action,
+    split_self_consumption_fleet_action,
+    window_self_consumption_fleet_action,
+)
 from iquitos_lightning.envs.shaver_prior import add_shaver
 from iquitos_lightning.site.config import BatteryConfig
 
@@ -63,4 +69,6 @@ def applied_action(
         return self_consumption_fleet_action(action, pv_kw, mall_kw, bands, bess, idle_band)
     if layout == SELF_CONSUMPTION_SPLIT:
         return split_self_consumption_fleet_action(action, pv_kw, mall_kw, bands, bess, idle_band)
+    if layout == SELF_CONSUMPTION_WINDOW:
+        return window_self_consumption_fleet_action(action, pv_kw, mall_kw, bands, bess, in_peak_window, idle_band)
     return action

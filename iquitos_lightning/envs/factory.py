@@ -46,7 +46,7 @@ import torch
 from torchrl.data import Unbounded
 from torchrl.envs import DoubleToFloat, EnvBase, GymWrapper, RewardSum, StepCounter, TransformedEnv
 
-from iquitos_lightning.envs.actions import LAYOUTS, SELF_CONSUMPTION, SELF_CONSUMPTION_SPLIT, action_count
+from iquitos_lightning.envs.actions import LAYOUTS, SELF_CONSUMPTION_LAYOUTS, action_count
 from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.envs.gym_env import FlatGymEnv, SpecsOnly, is_flat_box_env
 from iquitos_lightning.envs.hindsight import HINDSIGHT, check_critic_forecasts, hindsight_names
@@ -90,6 +90,7 @@ class EnvConfig:
     # (fleet mapped around the rule-based controller's), "grid_target" (import set-point the BESS tracks, EV fleet),
     # "self_consumption" (the share of the hour's surplus or load the BESS takes over, 0 idle; EV fleet),
     # "self_consumption_split" (the same with one BESS action for surplus hours and one for the others; EV fleet),
+    # "self_consumption_window" (the split with the hours without surplus split at the peak window; 4 actions),
     # "shaver_residual" (fleet around a peak shaver's: charge outside the evening window, hold it flat inside) or
     # "flat_rule_residual" (around the rule-based controller with its evening discharge held flat)
     actions: str = "per_socket"
@@ -156,7 +157,7 @@ class EnvConfig:
     def _check(self) -> None:
         if self.actions not in LAYOUTS:
             raise ValueError(f"actions must be one of {LAYOUTS}, got {self.actions!r}")
-        if check_idle_band(self.idle_band) and self.actions not in (SELF_CONSUMPTION, SELF_CONSUMPTION_SPLIT):
+        if check_idle_band(self.idle_band) and self.actions not in SELF_CONSUMPTION_LAYOUTS:
             raise ValueError(f"idle_band is for the self_consumption action layouts, not {self.actions!r}")
         if self.observation not in OBSERVATION_MODES:
             raise ValueError(f"observation must be one of {OBSERVATION_MODES}, got {self.observation!r}")

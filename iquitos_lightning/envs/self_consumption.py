@@ -28,6 +28,14 @@ load in the peak window, idle otherwise" on the second, each a function of the h
 ``self_consumption`` stored the surplus of the 7-8 h hours (mean action -0.99) and took over the load of the cloudy
 mornings with the same action, which the rule leaves alone (docs/experiments.md, session 27).
 
+``self_consumption_window`` (4 actions) splits the hours without surplus again at the site's peak window (the
+tariff's published hours, ``in_peak_window``): ``[surplus action, window action, other action, fleet]``. Why: on
+the split layout the load action had to be -1 in the window and 0 before it, and the trained policy's load action
+stayed between -0.5 and -0.7 from 23 h through the morning (the night's hours, where the battery is empty and the
+action changes nothing, carry the evening's -1 on to the morning's, where it takes over the load of cloudy mornings;
+docs/experiments.md, session 28). With its own action for the hours outside the window, the rule is three constants
+(-1, -1, 0); how much to store, cover or idle at each hour is still the agent's to learn.
+
 An idle band (``idle_band`` b, ``env.idle_band``; 0: none) makes idling a range instead of a point: every BESS action
 within b of 0 idles and the rest of each half is stretched back onto it (``a`` -> ``sign(a) x (|a| - b) / (1 - b)``),
 so -1, 0 and +1 keep their meaning and the map stays continuous. Why: a critic cannot tell a small take-over or
@@ -86,3 +94,23 @@ def split_self_consumption_fleet_action(
     bess_action = _where(net_load_kw < 0, action[..., 0], action[..., 1])
     bess_kw = self_consumption_bess_kw(bess_action, net_load_kw, bess.power_kw, idle_band)
     return with_bess_power(action[..., 2], bess_kw, bess)
+
+
+def window_self_consumption_fleet_action(
+    action: Array,
+    pv_kw: Array,
+    mall_kw: Array,
+    bands: SocketBands,
+    bess: BatteryConfig,
+    in_peak_window: Array,
+    idle_band: float = 0.0,
+) -> Array:
+    """The ``fleet``-layout action [..., 2] the env applies for a ``self_consumption_window`` action [..., 4]
+    (clipped): ``action[..., 0]`` where the hour has a PV surplus, else ``action[..., 1]`` in the peak window and
+    ``action[..., 2]`` outside it, each as the ``self_consumption`` BESS action; ``action[..., 3]`` is the fleet
+    action."""
+    net_load_kw = fleet_net_load_kw(action[..., 3], pv_kw, mall_kw, bands)
+    without_surplus = _where(in_peak_window, action[..., 1], action[..., 2])
+    bess_action = _where(net_load_kw < 0, action[..., 0], without_surplus)
+    bess_kw = self_consumption_bess_kw(bess_action, net_load_kw, bess.power_kw, idle_band)
+    return with_bess_power(action[..., 3], bess_kw, bess)

@@ -20,6 +20,7 @@ from iquitos_lightning.envs.actions import (
     RULE_RESIDUAL,
     SELF_CONSUMPTION,
     SELF_CONSUMPTION_SPLIT,
+    SELF_CONSUMPTION_WINDOW,
     SHAVER_RESIDUAL,
     action_count,
     around_prior,
@@ -119,10 +120,11 @@ def test_action_count_per_layout_and_an_unknown_layout_is_refused() -> None:
         GRID_TARGET,
         SELF_CONSUMPTION,
         SELF_CONSUMPTION_SPLIT,
+        SELF_CONSUMPTION_WINDOW,
         SHAVER_RESIDUAL,
         FLAT_RULE_RESIDUAL,
     )
-    assert [action_count(layout, 4) for layout in LAYOUTS] == [5, 2, 2, 2, 2, 3, 2, 2]
+    assert [action_count(layout, 4) for layout in LAYOUTS] == [5, 2, 2, 2, 2, 3, 4, 2, 2]
     assert action_count(PER_SOCKET, 1) == 2
     assert action_count("".join(["per_", "socket"]), 4) == 5  # a layout read from a config: an equal, other str
     with pytest.raises(ValueError, match="env.actions must be one of .*'per_sockets'"):

@@ -16,6 +16,7 @@ from iquitos_lightning.envs.self_consumption import (
     check_idle_band,
     self_consumption_fleet_action,
     split_self_consumption_fleet_action,
+    window_self_consumption_fleet_action,
 )
 from iquitos_lightning.envs.twin import make_twin
 from iquitos_lightning.site.config import BatteryConfig
@@ -171,6 +172,44 @@ def test_the_split_layout_gives_the_same_bits_in_numpy_and_torch() -> None:
     _numpy_equals_torch(split_self_consumption_fleet_action, actions, pv, mall, 0.3)
     surplus = mall + 0.0 < pv  # roughly half the hours of each kind (EVs add a few kW)
     assert 10 < surplus.sum() < 54
+
+
+@pytest.mark.parametrize(
+    ("pv_kw", "in_window", "applies"),
+    [(460.0, False, 0), (460.0, True, 0), (350.0, True, 1), (350.0, False, 2)],  # surplus: net -57 kW; load: 53 kW
+)
+def test_the_window_layout_splits_the_hours_without_surplus_at_the_peak_window(
+    pv_kw: float, in_window: bool, applies: int
+) -> None:
+    """Surplus hours take the first action in or out of the window; hours without surplus the second in the peak
+    window and the third outside it; each is the self_consumption map of the action that applies."""
+    action = np.array([-0.5, -1.0, 0.6, -1.0])
+    for band in (0.0, 0.4):
+        applied = window_self_consumption_fleet_action(action, pv_kw, 400.0, _bands(), BESS, in_window, band)
+        plain = self_consumption_fleet_action(action[[applies, 3]], pv_kw, 400.0, _bands(), BESS, band)
+        np.testing.assert_array_equal(applied, plain)
+    by_hand = {0: 28.5 / 100.0, 1: -53.0 / 100.0, 2: 0.6}[applies]  # half the surplus stored / the load / 60 kW
+    applied = window_self_consumption_fleet_action(action, pv_kw, 400.0, _bands(), BESS, in_window)
+    assert applied[0] == pytest.approx(by_hand, abs=1e-12) and applied[1] == -1.0
+
+
+def test_the_window_layout_gives_the_same_bits_in_numpy_and_torch() -> None:
+    generator = np.random.default_rng(3)
+    actions = generator.uniform(-1, 1, (64, 4))
+    pv, mall = generator.uniform(0, 800, 64), generator.uniform(0, 800, 64)
+    window = generator.uniform(size=64) < 0.5
+
+    def layout_map(action, pv_kw, mall_kw, bands, bess, band):
+        in_window = torch.tensor(window) if isinstance(action, torch.Tensor) else window[layout_map.row]
+        layout_map.row += 1
+        return window_self_consumption_fleet_action(action, pv_kw, mall_kw, bands, bess, in_window, band)
+
+    layout_map.row = 0
+    expected = _numpy_equals_torch(layout_map, actions, pv, mall, 0.3)
+    without_surplus = mall + 3.0 > pv  # every hour's EVs take 3 kW at action -1 (the bands' minimums)
+    in_window, outside = without_surplus & window, without_surplus & ~window
+    assert in_window.sum() > 5 and outside.sum() > 5  # both of the hours without surplus are exercised
+    assert not np.array_equal(expected[in_window], expected[outside])
 
 
 def _numpy_equals_torch(layout_map, actions: np.ndarray, pv: np.ndarray, mall: np.ndarray, band: float) -> np.ndarray:

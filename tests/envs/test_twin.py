@@ -28,6 +28,7 @@ from iquitos_lightning.envs.actions import (
     RULE_RESIDUAL,
     SELF_CONSUMPTION,
     SELF_CONSUMPTION_SPLIT,
+    SELF_CONSUMPTION_WINDOW,
     SHAVER_RESIDUAL,
 )
 from iquitos_lightning.envs.citylearn import IquitosEnv, make_iquitos_env
@@ -314,6 +315,7 @@ def test_a_zero_residual_is_the_rule_based_controller(data_root: Path) -> None:
         (GRID_TARGET, "tariff"),
         (SELF_CONSUMPTION, "thesis"),
         (SELF_CONSUMPTION_SPLIT, "thesis"),
+        (SELF_CONSUMPTION_WINDOW, "thesis"),
         (SHAVER_RESIDUAL, "tariff"),
         (FLAT_RULE_RESIDUAL, "thesis"),
     ],
@@ -321,7 +323,7 @@ def test_a_zero_residual_is_the_rule_based_controller(data_root: Path) -> None:
 def test_the_twin_equals_citylearn_with_the_derived_layouts(data_root: Path, layout: str, objective: str) -> None:
     """The derived layouts turn the agent's action into a ``fleet`` one from the hour's state, in both simulators."""
     env = make_iquitos_env(TINY, data_root=data_root, action_layout=layout, objective=objective)
-    extremes, count = random_source(6), env.action_space.shape[0]  # 2 actions, 3 in self_consumption_split
+    extremes, count = random_source(6), env.action_space.shape[0]  # 2 actions, 3 or 4 in the split layouts
     sources = {
         "zero": lambda observation, state: np.zeros(count),
         "random": lambda o, s: 0.5 * random_source(3)(o, s)[:count],
