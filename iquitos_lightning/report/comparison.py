@@ -178,6 +178,29 @@ CURVE_PANELS = (
 )
 
 
+# Two sets of ten colours, the second with its own marker and line style: a table of a dozen rows stays legible.
+_SECOND_TEN = [matplotlib.colormaps["tab20b"](index) for index in (0, 4, 8, 12, 16, 2, 6, 10, 14, 18)]
+LOG_FRAMES_SPAN = 20.0  # frames on a log axis once the longest run is this many times the earliest evaluation
+
+
+def agent_style(index: int) -> dict[str, object]:
+    """Colour, marker and line style of the ``index``-th agent row: matplotlib's ten colours with dots, then ten
+    darker tab20b colours with triangles and dashes, then the cycle again (agents past 20 share a style)."""
+    index %= 20
+    if index < 10:
+        return {"color": f"C{index}", "marker": ".", "ls": "-"}
+    return {"color": _SECOND_TEN[index - 10], "marker": "^", "ls": "--"}
+
+
+def zoom_limits(rule: float, optimum: float) -> tuple[float, float]:
+    """The value range of the zoomed objective panel: from two rule-to-optimum gaps worse than the rule to half
+    a gap better than the optimum, in whichever direction is better (a return rises, a bill falls). Why: the rows
+    worth comparing sit within a few gaps of the rule, while one untrained row can stretch the full panel 50 gaps
+    wide."""
+    gap = optimum - rule
+    return tuple(sorted((rule - 2.0 * gap, optimum + 0.5 * gap)))  # type: ignore[return-value]
+
+
 def plot_learning_curves(
     curves: Mapping[str, pd.DataFrame],
     path: Path,
@@ -186,42 +209,57 @@ def plot_learning_curves(
     references: pd.DataFrame | None = None,
     currency: str = "PEN",
 ) -> Path:
-    """The evaluations during training of every run over env frames (one colour per agent row): the value of the
-    objective, CO2, energy cost and peak import; the references of ``references`` (a :func:`comparison_rows`
-    table) as horizontal lines, so a curve reads against the rule-based controller and the optimum; a run with a
-    selection year has its chosen evaluation starred."""
+    """The evaluations during training of every run over env frames (one colour, marker and line style per agent
+    row): the value of the objective, the same zoomed onto the rule-to-optimum range (:func:`zoom_limits`), CO2,
+    energy cost and peak import; the references of ``references`` (a :func:`comparison_rows` table) as horizontal
+    lines, so a curve reads against the rule-based controller and the optimum; a run with a selection year has its
+    chosen evaluation starred. Frames are on a log axis when the budgets differ by more than
+    :data:`LOG_FRAMES_SPAN` (SAC's 131k frames beside PPO's 1.6M), the legend beside the panels."""
     objective = references.attrs.get("objective", "thesis") if references is not None else "thesis"
-    figure, axes = plt.subplots(len(CURVE_PANELS), 1, figsize=(10, 3 * len(CURVE_PANELS)), sharex=True)
-    colours: dict[str, str] = {}
+    optimum_name = f"optimum_{objective}"
+    zoom = None
+    if references is not None and {"rule_based", optimum_name} <= set(references.index):
+        value = references["objective_value"]
+        zoom = zoom_limits(float(value["rule_based"]), float(value[optimum_name]))
+    panels = [CURVE_PANELS[0], *([CURVE_PANELS[0]] if zoom else []), *CURVE_PANELS[1:]]
+    figure, axes = plt.subplots(len(panels), 1, figsize=(13, 3 * len(panels)), sharex=True)
+    styles: dict[str, dict[str, object]] = {}
     for name, curve in curves.items():
         agent = name.split("-seed")[0]
-        colour = colours.setdefault(agent, f"C{len(colours)}")
-        for axis, (column, _, scale) in zip(axes, CURVE_PANELS, strict=True):
+        style = styles.setdefault(agent, agent_style(len(styles)))
+        for axis, (column, _, scale) in zip(axes, panels, strict=True):
             if column in curve:
-                values = curve[column] * scale
-                axis.plot(curve["frames"], values, color=colour, marker=".", lw=1.2, alpha=0.8, label=agent)
+                axis.plot(curve["frames"], curve[column] * scale, lw=1.2, alpha=0.8, label=agent, **style)
         if SELECTION_SCORE in curve and curve[SELECTION_SCORE].notna().any():
             chosen = curve.loc[curve[SELECTION_SCORE].idxmax()]  # the first best, as best.ckpt keeps it
             column, _, scale = CURVE_PANELS[0]
-            axes[0].plot(chosen["frames"], chosen[column] * scale, marker="*", ms=13, color=colour, mec="black",
-                         ls="none", label="chosen on the selection year")  # fmt: skip
+            for axis in axes[: 2 if zoom else 1]:
+                axis.plot(chosen["frames"], chosen[column] * scale, marker="*", ms=13, color=style["color"],
+                          mec="black", ls="none", label="chosen on the selection year")  # fmt: skip
     if references is not None:
-        lines = {"rule_based": ":", "tariff_rule": "-.", f"optimum_{objective}": "--"}
-        for axis, (column, _, scale) in zip(axes, CURVE_PANELS, strict=True):
-            for name, style in lines.items():
+        lines = {"rule_based": ":", "tariff_rule": "-.", optimum_name: "--"}
+        for axis, (column, _, scale) in zip(axes, panels, strict=True):
+            for name, line in lines.items():
                 if name in references.index and column in references.columns:
                     level = float(references.loc[name, column]) * scale
-                    axis.axhline(level, color="#555555", ls=style, lw=1, label=name)
+                    axis.axhline(level, color="#555555", ls=line, lw=1, label=name)
     value_label = "thesis return (higher is better)" if objective == "thesis" else f"tariff bill [{currency}/yr]"
-    for axis, (column, label, _) in zip(axes, CURVE_PANELS, strict=True):
+    for axis, (column, label, _) in zip(axes, panels, strict=True):
         axis.set_ylabel(value_label if column == "objective_value" else label.format(currency=currency))
         axis.grid(alpha=0.3)
+    if zoom:
+        axes[1].set_ylim(*zoom)
+        axes[1].set_ylabel(f"{value_label}\nnear the references")
+    frames = [float(value) for curve in curves.values() if "frames" in curve for value in curve["frames"] if value > 0]
+    if frames and max(frames) > LOG_FRAMES_SPAN * min(frames):
+        axes[-1].set_xscale("log")
     handles, labels = axes[0].get_legend_handles_labels()
     one_each = dict(zip(labels, handles, strict=True))
-    axes[0].legend(one_each.values(), one_each.keys(), frameon=False, fontsize=8)
+    figure.legend(one_each.values(), one_each.keys(), frameon=False, fontsize=8, loc="upper left",
+                  bbox_to_anchor=(0.83, 0.98))  # fmt: skip
     axes[-1].set_xlabel("environment frames (training)")
     axes[0].set_title(f"{title} evaluations during training (deterministic policy, full year)".strip(), loc="left")
-    figure.tight_layout()
+    figure.tight_layout(rect=(0.0, 0.0, 0.82, 1.0))  # the right of the figure holds the legend
     return save_figure(figure, path)
 
 
