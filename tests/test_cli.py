@@ -66,8 +66,8 @@ def test_model_is_chosen_by_name_and_every_value_is_overridable(capsys):
         (["--model.init_args.env.idle_band", "0.3"], "idle_band is for the self_consumption action layouts"),
     ],
 )
-def test_a_bad_env_value_is_one_line_naming_it_not_a_trace(override, says, capsys):
-    code = run_lightning_cli(["fit", "--config", SMOKE, *override])
+def test_a_bad_env_value_is_one_line_naming_it_not_a_trace(override, says, capsys, tmp_path):
+    code = run_lightning_cli(["fit", "--config", SMOKE, *override, *_into(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2
     assert f"error: model.init_args.env: {says}" in err
@@ -87,10 +87,12 @@ def test_a_bad_env_value_is_one_line_naming_it_not_a_trace(override, says, capsy
         (["--config", SMOKE, "--model.init_args.alpha_init", "0"], "model.alpha_init must be an entropy weight > 0"),
     ],
 )
-def test_a_hyperparameter_out_of_range_is_refused_before_training(arguments, says, capsys):
+def test_a_hyperparameter_out_of_range_is_refused_before_training(arguments, says, capsys, tmp_path):
     """A discount of 1.5, negative updates per frame or a reward scale of 0 used to train without a word; an entropy
-    weight of 0 or an unknown target entropy ended in a jsonargparse traceback."""
-    code = run_lightning_cli(["fit", *arguments, "--trainer.logger", "false"])
+    weight of 0 or an unknown target entropy ended in a jsonargparse traceback. A run that was not refused writes
+    into ``tmp_path``, not the working directory."""
+    keep_out = ["--trainer.default_root_dir", str(tmp_path), "--checkpoint.dirpath", str(tmp_path / "checkpoints")]
+    code = run_lightning_cli(["fit", *arguments, "--trainer.logger", "false", *keep_out])
     err = capsys.readouterr().err
     assert code == 2
     assert f"error: {says}" in err

@@ -80,8 +80,7 @@ def self_consumption_fleet_action(
 ) -> Array:
     """The ``fleet``-layout action [..., 2] the env applies for a ``self_consumption`` action [..., 2] (clipped)."""
     net_load_kw = fleet_net_load_kw(action[..., 1], pv_kw, mall_kw, bands)
-    bess_kw = self_consumption_bess_kw(action[..., 0], net_load_kw, bess.power_kw, idle_band)
-    return with_bess_power(action[..., 1], bess_kw, bess)
+    return _fleet_action(action[..., 0], action[..., 1], net_load_kw, bess, idle_band)
 
 
 def split_self_consumption_fleet_action(
@@ -92,8 +91,7 @@ def split_self_consumption_fleet_action(
     not, each as the ``self_consumption`` BESS action; ``action[..., 2]`` is the fleet action."""
     net_load_kw = fleet_net_load_kw(action[..., 2], pv_kw, mall_kw, bands)
     bess_action = _where(net_load_kw < 0, action[..., 0], action[..., 1])
-    bess_kw = self_consumption_bess_kw(bess_action, net_load_kw, bess.power_kw, idle_band)
-    return with_bess_power(action[..., 2], bess_kw, bess)
+    return _fleet_action(bess_action, action[..., 2], net_load_kw, bess, idle_band)
 
 
 def window_self_consumption_fleet_action(
@@ -112,5 +110,13 @@ def window_self_consumption_fleet_action(
     net_load_kw = fleet_net_load_kw(action[..., 3], pv_kw, mall_kw, bands)
     without_surplus = _where(in_peak_window, action[..., 1], action[..., 2])
     bess_action = _where(net_load_kw < 0, action[..., 0], without_surplus)
+    return _fleet_action(bess_action, action[..., 3], net_load_kw, bess, idle_band)
+
+
+def _fleet_action(
+    bess_action: Array, fleet_action: Array, net_load_kw: Array, bess: BatteryConfig, idle_band: float
+) -> Array:
+    """The ``fleet``-layout action [..., 2] of the BESS action that applies this hour: the one step every
+    ``self_consumption`` layout ends with, once it has chosen which of its BESS actions applies."""
     bess_kw = self_consumption_bess_kw(bess_action, net_load_kw, bess.power_kw, idle_band)
-    return with_bess_power(action[..., 3], bess_kw, bess)
+    return with_bess_power(fleet_action, bess_kw, bess)

@@ -198,7 +198,8 @@ def zoom_limits(rule: float, optimum: float) -> tuple[float, float]:
     worth comparing sit within a few gaps of the rule, while one untrained row can stretch the full panel 50 gaps
     wide."""
     gap = optimum - rule
-    return tuple(sorted((rule - 2.0 * gap, optimum + 0.5 * gap)))  # type: ignore[return-value]
+    low, high = sorted((rule - 2.0 * gap, optimum + 0.5 * gap))
+    return low, high
 
 
 def plot_learning_curves(
