@@ -19,7 +19,7 @@ PENDULUM = [
     "--model.env",
     "{name: Pendulum-v1, max_episode_steps: 50, backend: citylearn, num_envs: 1, actions: per_socket, "
     "objective: thesis, demand_period: month, start: zero, episode_hours: null, eval_backend: citylearn, "
-    "train_site_seeds: null}",
+    "train_site_seeds: null, validation_site_seed: null}",
     "--final_test.backend",
     "null",
 ]
