@@ -55,7 +55,9 @@ def test_a_row_with_a_selection_year_reports_its_best_checkpoints_test_and_says_
     tmp_path: Path,
 ) -> None:
     chosen = "model.init_args.env.validation_site_seed=2034"
-    plain, selecting = plan_runs(TINY, ["ppo", "sac"], 1, 100, "cpu", tmp_path, [f"sac:{chosen}"])
+    # the card's profiles choose on 2034 since session 30: the plain row's override turns its selection year off
+    unchosen = "ppo:model.init_args.env.validation_site_seed=null"
+    plain, selecting = plan_runs(TINY, ["ppo", "sac"], 1, 100, "cpu", tmp_path, [f"sac:{chosen}", unchosen])
     assert "--final_test.backend=null" in plain.overrides and plain.selection_seed is None
     assert plain.report_json == plain.run_dir / "report" / "kpis.json"  # the fit's last evaluation
     # the later flags win: best.ckpt is tested on the simulator the evaluations ran on (the card's SAC: the twin)
