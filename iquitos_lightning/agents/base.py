@@ -167,6 +167,12 @@ class RLAgent(pl.LightningModule):
         """The module the collector runs (sampling actions)."""
         raise NotImplementedError
 
+    @property
+    def evaluated_policy(self) -> TensorDictModule:
+        """The module evaluations and tests run, deterministically: the exploration policy, unless an agent keeps
+        an average of its weights for that (SAC's ``policy_average``)."""
+        return self.exploration_policy
+
     def collector_options(self) -> dict[str, Any]:
         """Extra ``Collector`` arguments (SAC: the random frames still to collect)."""
         return {}
@@ -561,7 +567,7 @@ class RLAgent(pl.LightningModule):
         with torch.random.fork_rng(devices=cuda), torch.no_grad(), full_precision, deterministic:
             rollout = env.rollout(
                 self.rollout_config.max_eval_steps,
-                evaluation_policy(self.exploration_policy),
+                evaluation_policy(self.evaluated_policy),
                 auto_cast_to_device=True,
                 break_when_any_done=True,
             )

@@ -26,6 +26,7 @@ from iquitos_lightning.agents.health import action_bounds, gradient_norm, policy
 from iquitos_lightning.agents.lean_sac_loss import LeanSACLoss
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor, make_q_value, zero_policy_mean
 from iquitos_lightning.agents.off_policy import NonModule, OffPolicyAgent
+from iquitos_lightning.agents.policy_average import averaged_policy
 from iquitos_lightning.agents.replay import ReplayBufferConfig
 from iquitos_lightning.agents.speed import SpeedConfig
 from iquitos_lightning.envs.factory import EnvConfig
@@ -82,6 +83,10 @@ class SAC(OffPolicyAgent):
             runs empty in the evening window; 1 is SAC's one-step target.
         reward_scale: rewards are multiplied by this when stored in the replay buffer (SAC's reward scale: with
             automatic entropy tuning it mostly sets the Q values' range; evaluation returns stay unscaled).
+        policy_average: evaluations, the choice of the best checkpoint and tests act with a moving average of the
+            actor's weights (:mod:`.policy_average`), moved this far towards the actor after each update that
+            stepped it (the plain mean of the first ``1 / policy_average`` updates); 0: the actor itself. The actor
+            that collects and learns is the same either way.
         speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
 
@@ -112,6 +117,7 @@ class SAC(OffPolicyAgent):
         residual_penalty: float = 0.0,
         n_steps: int = 1,
         reward_scale: float = 1.0,
+        policy_average: float = 0.0,
         speed: SpeedConfig | None = None,
     ) -> None:
         # before the envs are built: a bad value costs no site start
@@ -119,6 +125,7 @@ class SAC(OffPolicyAgent):
         if not (math.isfinite(alpha_init) and alpha_init > 0):
             raise ConfigError(f"model.alpha_init must be an entropy weight > 0 (SAC learns its log): {alpha_init!r}")
         check_fraction("tau", tau, zero_allowed=False)
+        check_fraction("policy_average", policy_average, zero_allowed=True)
         super().__init__(
             env,
             rollout,
@@ -145,6 +152,7 @@ class SAC(OffPolicyAgent):
         initialise_lazy(self.train_env, self.actor, q_value)
         if zero_mean_start:
             zero_policy_mean(self.actor)
+        self.averaged_actor = averaged_policy(self.actor, policy_average) if policy_average else None
         self.loss_module = LeanSACLoss(
             actor_network=self.actor,
             qvalue_network=q_value,
@@ -164,6 +172,10 @@ class SAC(OffPolicyAgent):
     @property
     def exploration_policy(self):
         return self.actor
+
+    @property
+    def evaluated_policy(self):
+        return self.actor if self.averaged_actor is None else self.averaged_actor.module
 
     def configure_optimizers(self) -> list[Adam]:
         # Order matters for checkpoints: actor, critic, alpha.
@@ -201,6 +213,14 @@ class SAC(OffPolicyAgent):
         total, metrics = self.compute_losses(batch)
         if self.apply_gradients(total, metrics, ("loss_actor", "loss_qvalue", "loss_alpha")):
             self._target_updater.value.step()
+        return metrics
+
+    def run_update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
+        """One update, then the policy average follows the actor if the actor stepped. Here, not in :meth:`update`:
+        that may run as a captured CUDA graph, and the average's count is read on the host."""
+        metrics = super().run_update(batch)
+        if self.averaged_actor is not None and self._runtime.last_update_applied and not self.critic_only:
+            self.averaged_actor.update_parameters(self.actor)
         return metrics
 
     @torch.no_grad()
