@@ -91,6 +91,12 @@ def _project_parser() -> argparse.ArgumentParser:
         default=1,
         help="evaluations per run, evenly spaced, the last at the end: the learning curves (default: %(default)s)",
     )
+    compare.add_argument(
+        "--restarts",
+        type=int,
+        default=1,
+        help="training runs per reported seed, the best on the selection year reported (needs one; default: 1)",
+    )
     compare.add_argument("--results", type=Path, default=Path("results"), help="results root (default: %(default)s)")
     compare.add_argument("--runs", type=Path, default=Path("runs/compare"), help="runs root (default: %(default)s)")
     compare.add_argument(
@@ -285,6 +291,7 @@ def _run_project_command(args: list[str]) -> int:
                 namespace.override,
                 args,
                 evaluations=namespace.evaluations,
+                restarts=namespace.restarts,
             )
         except CompareError as error:
             print(f"error: {error}", file=sys.stderr)

@@ -17,6 +17,9 @@ How it runs:
   curves of the comparison (``report/evaluations.csv`` of each run);
 - resumable: a run whose report shows the budget done is kept and skipped; an interrupted one
   resumes from its ``last.ckpt``. The command can run across several sittings;
+- with ``--restarts K`` (and a selection year) each reported seed is the best of K training runs (seeds
+  ``k*K`` to ``k*K+K-1``) on the selection year: what a practitioner does who trains a few and deploys the one
+  that validates best, at K times the training (:func:`best_of_restarts`);
 - one table per objective (the profiles' ``env.objective``): ``comparison_<objective>.md|csv|json``;
   agent entries are algorithms (``ppo``) or variants (``ppo_fleet``: the profile ``ppo_fleet_<profile>.yaml``);
 - the references (uncontrolled, rule-based, tariff rule, MPC and LP optimum of the objective) come from
@@ -101,10 +104,16 @@ class RunSpec:
     # the site year whose evaluations chose the reported policy (env.validation_site_seed; None: the final policy)
     selection_seed: int | None = None
     tested_on: str | None = None  # with a selection year: the simulator of the final test of best.ckpt
+    restarts: int = 1  # training runs per reported seed: the one that scored best on the selection year is reported
 
     @property
     def name(self) -> str:
         return f"{self.agent}-seed{self.seed}"
+
+    @property
+    def reported_seed(self) -> int:
+        """The table's seed this run is one try of (``seed // restarts``; the seed itself without restarts)."""
+        return self.seed // self.restarts
 
     @property
     def report_json(self) -> Path:
@@ -195,8 +204,10 @@ def plan_runs(
     extra_overrides: list[str] | None = None,
     configs: Path = Path("configs"),
     evaluations: int = 1,
+    restarts: int = 1,
 ) -> list[RunSpec]:
     """The runs of a comparison, in order (agent by agent, seed by seed); ``frames`` is one budget or one per agent.
+    With ``restarts`` K, ``seeds`` x K runs (training seeds 0 to seeds x K - 1), reported K at a time.
 
     An agent entry is an algorithm (``ppo``) or a variant of one (``ppo_fleet``: the profile
     ``ppo_fleet_<profile>.yaml``, found by :func:`profile_path`); runs go to
@@ -204,6 +215,8 @@ def plan_runs(
     (``thesis`` when unset)."""
     if evaluations < 1:
         raise CompareError(f"--evaluations must be 1 or more, got {evaluations}")
+    if restarts < 1:
+        raise CompareError(f"--restarts must be 1 or more, got {restarts}")
     unknown = [agent for agent in agents if algorithm_of(agent) not in AGENTS]
     if unknown:
         raise CompareError(f"unknown agent(s) {unknown}: choose from {', '.join(AGENTS)}")
@@ -224,7 +237,7 @@ def plan_runs(
         per_batch = int(agent_overrides.get(FRAMES_PER_BATCH, init_args["rollout"]["frames_per_batch"]))
         budget, period = budget_and_period(budgets[agent], per_batch, evaluations)
         objective = profile_objective(path, agent_overrides)
-        for seed in range(seeds):
+        for seed in range(seeds * restarts):
             run_dir = runs_root / site_name / objective / f"{agent}-seed{seed}"
             overrides = run_overrides(site_path, seed, budget, period, run_dir) + warmup_overrides(
                 agent, init_args, budget
@@ -240,12 +253,43 @@ def plan_runs(
             prior = f"prior: {layout}" if layout in PRIOR_LAYOUTS else "scratch"
             selection = env_setting(path, agent_overrides, "validation_site_seed", None)
             selection = None if selection in (None, "null") else int(selection)
+            if restarts > 1 and selection is None:
+                raise CompareError(
+                    f"--restarts {restarts}: {agent} has no selection year (env.validation_site_seed) to choose among"
+                    " its runs on; the reported year must not choose them"
+                )
             tested_on = None if selection is None else profile_eval_backend(path, agent_overrides)
             if tested_on is not None:  # the row is best.ckpt's test, on the simulator the evaluations ran on
                 overrides += [f"--final_test.backend={tested_on}", "--final_test.policy=best"]
             found = (information, years, prior, selection, tested_on)
-            specs.append(RunSpec(agent, seed, path, run_dir, budget, tuple(overrides), *found))
+            specs.append(RunSpec(agent, seed, path, run_dir, budget, tuple(overrides), *found, restarts=restarts))
     return specs
+
+
+def selection_score(run_dir: Path) -> float:
+    """A run's best selection-year score over its evaluations (what chose its ``best.ckpt``); -inf when none."""
+    path = run_dir / "report" / "evaluations.csv"
+    scores = pd.read_csv(path).get("selection_score") if path.exists() else None
+    if scores is None or scores.dropna().empty:
+        return -math.inf
+    return float(scores.max())
+
+
+def best_of_restarts(outcomes: list[RunOutcome]) -> list[RunOutcome]:
+    """The finished runs the table reports: per agent and reported seed, the run whose best selection-year score is
+    highest (each run its own seed without restarts). Why on the selection year: it is neither trained on nor
+    reported, so choosing among runs there is the same early stopping as choosing among one run's evaluations,
+    and its score ranks runs as the reported year does (README: nine thesis runs, session 31)."""
+    best: dict[tuple[str, int], tuple[float, RunOutcome]] = {}
+    for outcome in outcomes:
+        if not outcome.kpis:
+            continue
+        spec = outcome.spec
+        key = (spec.agent, spec.reported_seed)
+        score = selection_score(spec.run_dir) if spec.restarts > 1 else 0.0
+        if key not in best or score > best[key][0]:
+            best[key] = (score, outcome)
+    return [outcome for _, outcome in best.values()]
 
 
 def budget_and_period(frames: int, per_batch: int, evaluations: int) -> tuple[int, int]:
@@ -413,13 +457,15 @@ def run_compare(
     command: list[str],
     console: Console | None = None,
     evaluations: int = 1,
+    restarts: int = 1,
 ) -> Path:
     """The whole command: references, runs, aggregation, outputs. Returns ``results/<site>/``.
 
     The references are made (when missing) before the launcher starts: a Ray cluster is joined only for the runs.
     """
     console = console or Console()
-    specs = plan_runs(site_path, agents, seeds, frames, profile, runs_root, extra_overrides, evaluations=evaluations)
+    plan = {"evaluations": evaluations, "restarts": restarts}
+    specs = plan_runs(site_path, agents, seeds, frames, profile, runs_root, extra_overrides, **plan)
     objectives = {spec.run_dir.parent.name for spec in specs}
     if len(objectives) != 1:
         raise CompareError(f"the agents' profiles train on different objectives ({sorted(objectives)}): one table each")
@@ -430,10 +476,10 @@ def run_compare(
         outcomes = run_all(specs, pool, console)
     failed = [outcome.spec.name for outcome in outcomes if outcome.status == "failed"]
 
+    reported = best_of_restarts(outcomes)
     runs_by_agent: dict[str, list[dict[str, Any]]] = {agent: [] for agent in agents}
-    for outcome in outcomes:
-        if outcome.kpis:
-            runs_by_agent[outcome.spec.agent].append(outcome.kpis)
+    for outcome in reported:
+        runs_by_agent[outcome.spec.agent].append(outcome.kpis)
     unavoidable = float(references["ev_unmet_unavoidable_kwh"])
     table = comparison_rows(references["kpis"], runs_by_agent, unavoidable, objective)
     evaluation_seed = load_site_config(site_path).seed
@@ -447,6 +493,8 @@ def run_compare(
     settings = {"site": site_name, "objective": objective, "agents": agents, "seeds": list(range(seeds))}
     settings |= {"frames_requested": frames, "profile": profile, "extra_overrides": extra_overrides}
     settings["failed_runs"] = failed
+    settings["restarts"] = restarts
+    settings["reported_runs"] = [outcome.spec.name for outcome in reported]
     settings["evaluation_site_seed"] = evaluation_seed
     first_overrides = dict(override.split("=", 1) for override in specs[0].overrides)
     settings["eval_backend"] = profile_eval_backend(specs[0].profile_path, first_overrides)
@@ -484,6 +532,8 @@ REFERENCE_INFORMATION = {
 def trained_on(spec: RunSpec, evaluation_seed: int) -> str:
     """The site years (seeds) a run trained on, said plainly when one of them is the evaluation year."""
     chosen = "" if spec.selection_seed is None else f"; chosen on {spec.selection_seed}"
+    if spec.restarts > 1:
+        chosen += f" among {spec.restarts} runs"
     if spec.train_site_seeds is None:
         return f"{evaluation_seed} (the evaluation year){chosen}"
     years = ", ".join(str(seed) for seed in spec.train_site_seeds)
@@ -516,6 +566,13 @@ def _per_run(outcomes: list[RunOutcome]) -> dict[str, dict[str, Any]]:
 def _comparison_report(markdown: str, metadata: dict, references: dict, table: pd.DataFrame) -> str:
     budgets = ", ".join(sorted({f"{run['agent']} {run['frame_budget']:,}" for run in metadata["runs"]}))
     not_served = [str(name) for name, served in table["ev_served"].items() if not served]
+    restarts = metadata.get("restarts", 1)
+    seeds = f"seeds {metadata['seeds']}"
+    if restarts > 1:
+        seeds += (
+            f", each the best of {restarts} training runs on the selection year ({restarts} x the training; "
+            f"reported: {', '.join(metadata['reported_runs'])}; every run's KPIs in the JSON's `per_run`)"
+        )
     objective = metadata["objective"]
     simulator = (
         "the twin (bit-equal to CityLearn: tests/envs/test_twin.py)"
@@ -526,7 +583,7 @@ def _comparison_report(markdown: str, metadata: dict, references: dict, table: p
         f"# Agents against the references: site `{metadata['site']}`, objective `{objective}`",
         "",
         f"Made by `{metadata['command']}` at git revision `{metadata['git_revision']}`; "
-        f"seeds {metadata['seeds']}; training frames per run: {budgets}; profile `{metadata['profile']}`.",
+        f"{seeds}; training frames per run: {budgets}; profile `{metadata['profile']}`.",
         "",
         markdown,
         f"- References (from `baselines.json`, every row through the EV guarantee): `uncontrolled`, `rule_based`, "

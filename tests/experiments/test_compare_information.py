@@ -7,7 +7,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from iquitos_lightning.experiments.compare import CompareError, add_information_columns, plan_runs
+from iquitos_lightning.experiments.compare import (
+    CompareError,
+    RunOutcome,
+    add_information_columns,
+    best_of_restarts,
+    plan_runs,
+)
 from iquitos_lightning.report.comparison import comparison_markdown
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,3 +79,30 @@ def test_a_row_with_a_selection_year_reports_its_best_checkpoints_test_and_says_
     )
     add_information_columns(table, [plain, selecting], evaluation_seed=7)
     assert table.loc["sac", "trained_on"] == "2030, 2031, 2032, 2033; chosen on 2034"
+
+
+def test_restarts_train_k_runs_per_seed_and_report_the_one_the_selection_year_scores_best(tmp_path: Path) -> None:
+    chosen = "model.init_args.env.validation_site_seed=2034"
+    specs = plan_runs(TINY, ["sac"], 2, 100, "cpu", tmp_path, [chosen], restarts=3)
+    assert [spec.seed for spec in specs] == [0, 1, 2, 3, 4, 5]  # training seeds: the plain table's runs 0-5
+    assert [spec.reported_seed for spec in specs] == [0, 0, 0, 1, 1, 1]
+    # each run's evaluations with their selection-year scores (the fit's report/evaluations.csv)
+    best_scores = {0: -5.0, 1: -3.0, 2: -4.0, 3: -1.0, 4: -6.0, 5: -2.0}
+    for spec in specs:
+        (spec.run_dir / "report").mkdir(parents=True)
+        scores = [best_scores[spec.seed] - 1.0, best_scores[spec.seed], best_scores[spec.seed] - 0.5]
+        evaluations = pd.DataFrame({"frames": [10, 20, 30], "selection_score": scores})
+        evaluations.to_csv(spec.run_dir / "report" / "evaluations.csv", index=False)
+    outcomes = [RunOutcome(spec, "trained", kpis={"seed": spec.seed}) for spec in specs]
+    outcomes[3] = RunOutcome(specs[3], "failed")  # the best-scoring run of seed 1 failed: not reported
+    assert [outcome.spec.seed for outcome in best_of_restarts(outcomes)] == [1, 5]
+    table = pd.DataFrame({"objective_value": [1.0], "seeds": [2], "ev_served": [True]}, index=["sac"])
+    add_information_columns(table, specs, evaluation_seed=7)
+    assert table.loc["sac", "trained_on"] == "2030, 2031, 2032, 2033; chosen on 2034 among 3 runs"
+
+    plain = plan_runs(TINY, ["sac"], 2, 100, "cpu", tmp_path, [chosen])
+    assert [spec.reported_seed for spec in plain] == [0, 1]
+    alone = [RunOutcome(spec, "trained", kpis={"seed": spec.seed}) for spec in plain]
+    assert best_of_restarts(alone) == alone  # without restarts every finished run is a row
+    with pytest.raises(CompareError, match="no selection year"):
+        plan_runs(TINY, ["ppo"], 1, 100, "per_socket_cpu", tmp_path, [], restarts=2)
