@@ -508,7 +508,10 @@ def run_compare(
     (out_dir / f"{stem}.json").write_text(json.dumps(summary, indent=2) + "\n")
     curves_png, bars_png = out_dir / f"learning_curves_{objective}.png", out_dir / f"objective_co2_{objective}.png"
     drawn = {name: curve for name, curve in curves.items() if len(curve)}
-    plot_learning_curves(drawn, curves_png, title=f"{site_name}, {objective}:", references=table, currency=currency)
+    shown = {outcome.spec.name for outcome in reported} if restarts > 1 else None
+    plot_learning_curves(
+        drawn, curves_png, title=f"{site_name}, {objective}:", references=table, currency=currency, reported=shown
+    )
     plot_objective_and_co2_bars(table, bars_png, currency=currency, title=f"site {site_name}, objective {objective}")
     console.print(markdown, markup=False, soft_wrap=True)
     console.print(f"Wrote {out_dir}/ ({stem}.md, .csv, .json, {curves_png.name}, {bars_png.name})")

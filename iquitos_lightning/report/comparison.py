@@ -202,6 +202,9 @@ def zoom_limits(rule: float, optimum: float) -> tuple[float, float]:
     return low, high
 
 
+NOT_REPORTED = "runs not reported (a restart that scored lower on the selection year)"
+
+
 def plot_learning_curves(
     curves: Mapping[str, pd.DataFrame],
     path: Path,
@@ -209,12 +212,14 @@ def plot_learning_curves(
     title: str = "",
     references: pd.DataFrame | None = None,
     currency: str = "PEN",
+    reported: set[str] | None = None,
 ) -> Path:
     """The evaluations during training of every run over env frames (one colour, marker and line style per agent
     row): the value of the objective, the same zoomed onto the rule-to-optimum range (:func:`zoom_limits`), CO2,
     energy cost and peak import; the references of ``references`` (a :func:`comparison_rows` table) as horizontal
     lines, so a curve reads against the rule-based controller and the optimum; a run with a selection year has its
-    chosen evaluation starred. Frames are on a log axis when the budgets differ by more than
+    chosen evaluation starred; with ``reported`` (``compare --restarts``) the runs not in it are drawn faint and
+    unstarred, as tries the table does not report. Frames are on a log axis when the budgets differ by more than
     :data:`LOG_FRAMES_SPAN` (SAC's 131k frames beside PPO's 1.6M), the legend beside the panels."""
     objective = references.attrs.get("objective", "thesis") if references is not None else "thesis"
     optimum_name = f"optimum_{objective}"
@@ -228,10 +233,12 @@ def plot_learning_curves(
     for name, curve in curves.items():
         agent = name.split("-seed")[0]
         style = styles.setdefault(agent, agent_style(len(styles)))
+        shown = reported is None or name in reported
+        line = {"lw": 1.2, "alpha": 0.8, "label": agent} if shown else {"lw": 0.8, "alpha": 0.25, "label": NOT_REPORTED}
         for axis, (column, _, scale) in zip(axes, panels, strict=True):
             if column in curve:
-                axis.plot(curve["frames"], curve[column] * scale, lw=1.2, alpha=0.8, label=agent, **style)
-        if SELECTION_SCORE in curve and curve[SELECTION_SCORE].notna().any():
+                axis.plot(curve["frames"], curve[column] * scale, **line, **style)
+        if shown and SELECTION_SCORE in curve and curve[SELECTION_SCORE].notna().any():
             chosen = curve.loc[curve[SELECTION_SCORE].idxmax()]  # the first best, as best.ckpt keeps it
             column, _, scale = CURVE_PANELS[0]
             for axis in axes[: 2 if zoom else 1]:

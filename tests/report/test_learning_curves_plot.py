@@ -58,3 +58,22 @@ def test_a_dozen_rows_with_references_and_budgets_twenty_times_apart_render(tmp_
     path = plot_learning_curves(curves, tmp_path / "curves.png", title="tiny:", references=references)
     picture = image.imread(path)
     assert picture.shape[0] > picture.shape[1] > 1000  # five panels stacked, the legend beside them
+
+
+def test_runs_a_restart_did_not_report_are_drawn_faint_and_unstarred(tmp_path: Path) -> None:
+    curves = {
+        f"sac-seed{seed}": pd.DataFrame(
+            {"frames": [1_000, 2_000], "objective_value": [-700.0 + seed, -698.0 + seed], "selection_score": [0.0, 1.0]}
+        )
+        for seed in range(3)
+    }
+    every = image.imread(plot_learning_curves(curves, tmp_path / "every.png"))
+    one = image.imread(plot_learning_curves(curves, tmp_path / "one.png", reported={"sac-seed1"}))
+    assert every.shape == one.shape
+
+    def strong_colour(picture: np.ndarray) -> int:  # pixels of a full-strength agent colour, not grey text or faint
+        rgb = picture[..., :3]
+        return int((rgb.max(axis=-1) - rgb.min(axis=-1) > 0.4).sum())
+
+    # two of the three curves and their stars fade: about a third of the strong colour is left
+    assert strong_colour(one) < 0.6 * strong_colour(every)
