@@ -202,7 +202,7 @@ def zoom_limits(rule: float, optimum: float) -> tuple[float, float]:
     return low, high
 
 
-NOT_REPORTED = "runs not reported (a restart that scored lower on the selection year)"
+NOT_REPORTED = "restarts not reported"  # runs that scored lower on the selection year
 
 
 def plot_learning_curves(
