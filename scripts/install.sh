@@ -9,6 +9,14 @@ if ! command -v "$python_bin" >/dev/null 2>&1; then
   echo "install.sh: $python_bin not found; install Python 3.11 or set PYTHON=/path/to/python3.11" >&2
   exit 1
 fi
+# A new .venv takes about 1.9 GB (torch alone about 1 GB); on a full disk pip fails deep in its output with
+# "[Errno 28] No space left on device" (seen in CI): say it first, in one line.
+needed_mb="${INSTALL_NEEDS_MB:-2500}"  # tests/test_packaging.py sets more than any disk has
+free_mb=$(df -Pm . | awk 'NR == 2 {print $4}')
+if [ ! -x .venv/bin/python ] && [ "${free_mb:-0}" -lt "$needed_mb" ]; then
+  echo "install.sh: only ${free_mb} MB free on $(pwd); a new .venv needs about ${needed_mb} MB: free some disk first" >&2
+  exit 1
+fi
 [ -x .venv/bin/python ] || "$python_bin" -m venv .venv
 
 pip_args=(--quiet --disable-pip-version-check)
