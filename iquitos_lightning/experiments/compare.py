@@ -279,7 +279,7 @@ def best_of_restarts(outcomes: list[RunOutcome]) -> list[RunOutcome]:
     """The finished runs the table reports: per agent and reported seed, the run whose best selection-year score is
     highest (each run its own seed without restarts). Why on the selection year: it is neither trained on nor
     reported, so choosing among runs there is the same early stopping as choosing among one run's evaluations,
-    and its score ranks runs as the reported year does (README: nine thesis runs, session 31)."""
+    and its score ranks runs as the reported year does (README: fifteen thesis runs, session 31)."""
     best: dict[tuple[str, int], tuple[float, RunOutcome]] = {}
     for outcome in outcomes:
         if not outcome.kpis:
