@@ -11,7 +11,7 @@ if ! command -v "$python_bin" >/dev/null 2>&1; then
 fi
 # A new .venv takes about 1.9 GB (torch alone about 1 GB); on a full disk pip fails deep in its output with
 # "[Errno 28] No space left on device" (seen in CI): say it first, in one line.
-needed_mb="${INSTALL_NEEDS_MB:-2500}"  # tests/test_packaging.py sets more than any disk has
+needed_mb="${INSTALL_NEEDS_MB:-2500}"  # tests/test_install_script.py sets more than any disk has
 free_mb=$(df -Pm . | awk 'NR == 2 {print $4}')
 if [ ! -x .venv/bin/python ] && [ "${free_mb:-0}" -lt "$needed_mb" ]; then
   echo "install.sh: only ${free_mb} MB free on $(pwd); a new .venv needs about ${needed_mb} MB: free some disk first" >&2
