@@ -60,6 +60,7 @@ from iquitos_lightning.report.comparison import (
     plot_learning_curves,
     plot_objective_and_co2_bars,
 )
+from iquitos_lightning.report.run_report import SELECTION_SCORE
 from iquitos_lightning.site.config import load_site_config
 from iquitos_lightning.site.forecasts import FORECASTS, ORACLE, PAST_DAYS
 
@@ -269,7 +270,7 @@ def plan_runs(
 def selection_score(run_dir: Path) -> float:
     """A run's best selection-year score over its evaluations (what chose its ``best.ckpt``); -inf when none."""
     path = run_dir / "report" / "evaluations.csv"
-    scores = pd.read_csv(path).get("selection_score") if path.exists() else None
+    scores = pd.read_csv(path).get(SELECTION_SCORE) if path.exists() else None
     if scores is None or scores.dropna().empty:
         return -math.inf
     return float(scores.max())
