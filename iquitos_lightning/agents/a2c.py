@@ -1,4 +1,5 @@
-"""Advantage Actor-Critic (Mnih et al. 2016, synchronous) on TorchRL's ``A2CLoss``: one update per rollout.
+"""Advantage Actor-Critic (Mnih et al. 2016, synchronous) on TorchRL's ``A2CLoss`` (its forward on tensors:
+agents/lean_a2c_loss.py), one update per rollout.
 
 Everything but the loss is the on-policy layer's (:mod:`.on_policy`): actor and critic, GAE advantages
 (``gae_lambda=1`` gives the classic n-step returns), gradient clipping.
@@ -10,8 +11,8 @@ from typing import Any
 
 import torch
 from tensordict import TensorDictBase
-from torchrl.objectives import A2CLoss
 
+from iquitos_lightning.agents.lean_a2c_loss import LeanA2CLoss
 from iquitos_lightning.agents.on_policy import OnPolicyAgent
 
 
@@ -28,7 +29,7 @@ class A2C(OnPolicyAgent):
 
     def __init__(self, *, lr: float = 7e-4, gae_lambda: float = 1.0, **kwargs: Any) -> None:
         super().__init__(lr=lr, gae_lambda=gae_lambda, **kwargs)
-        self.loss_module = A2CLoss(self.actor, self.critic, **self.loss_options)
+        self.loss_module = LeanA2CLoss(self.actor, self.critic, **self.loss_options)
 
     def learn_from(self, data: TensorDictBase) -> dict[str, torch.Tensor]:
         """One policy-gradient step with the value baseline over the whole rollout (its advantages computed)."""

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
+import torch
 
 from iquitos_lightning.agents import SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
 from iquitos_lightning.training.callbacks.frame_checkpoint import FrameCheckpoint
@@ -88,3 +89,23 @@ def cpu_trainer(root: Path | None = None, callbacks: list[pl.Callback] | None = 
 
 def frame_checkpoint(root: Path, every_n_frames: int) -> FrameCheckpoint:
     return FrameCheckpoint(every_n_frames=every_n_frames, dirpath=str(root / "checkpoints"), save_top_k=-1)
+
+
+# The agents' on-policy parameterisations a lean loss must match the library's forward on (tanh-squashed with one
+# learned log-std, CleanRL's; a plain Gaussian with a state-dependent scale and torch's initialisation).
+POLICY_PARAMETERISATIONS = {
+    "tanh_parameter_scale": {"policy_scale": "parameter", "distribution": "tanh_normal"},
+    "normal_state_scale": {"policy_scale": "state", "distribution": "normal", "initialisation": "default"},
+}
+
+
+def loss_terms_and_gradients(
+    agent: Any, forward: Any, data: Any, terms: tuple[str, ...]
+) -> tuple[dict[str, torch.Tensor], list[torch.Tensor]]:
+    """``forward(agent.loss_module, data)``'s ``terms`` and the gradients of its two loss terms' sum (a lean loss's
+    forward and the library's are compared on these)."""
+    agent.loss_module.zero_grad()
+    out = forward(agent.loss_module, data.clone())
+    (out["loss_objective"] + out["loss_critic"]).backward()
+    gradients = [parameter.grad.clone() for parameter in agent.loss_module.parameters() if parameter.grad is not None]
+    return {key: out[key].detach() for key in terms}, gradients

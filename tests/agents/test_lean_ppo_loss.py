@@ -8,6 +8,7 @@ from torchrl.objectives import ClipPPOLoss
 
 from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
 from iquitos_lightning.agents.lean_ppo_loss import LEAN_KEYS
+from tests.agents.agents_testkit import POLICY_PARAMETERISATIONS, loss_terms_and_gradients
 
 SITE = EnvConfig(name="iquitos", site="configs/site/tiny.yaml", seed=0, backend="twin", num_envs=4)
 ROLLOUT = RolloutConfig(frames_per_batch=64, eval_every_frames=64)
@@ -31,26 +32,11 @@ def moved_policy_minibatch(**agent_options):
     return agent, data
 
 
-def terms_and_gradients(agent, forward, data):
-    agent.loss_module.zero_grad()
-    out = forward(agent.loss_module, data.clone())
-    (out["loss_objective"] + out["loss_critic"]).backward()
-    gradients = [parameter.grad.clone() for parameter in agent.loss_module.parameters() if parameter.grad is not None]
-    return {key: out[key].detach() for key in LEAN_KEYS}, gradients
-
-
-@pytest.mark.parametrize(
-    "agent_options",
-    [
-        {"policy_scale": "parameter", "distribution": "tanh_normal"},
-        {"policy_scale": "state", "distribution": "normal", "initialisation": "default"},
-    ],
-    ids=["tanh_parameter_scale", "normal_state_scale"],
-)
+@pytest.mark.parametrize("agent_options", list(POLICY_PARAMETERISATIONS.values()), ids=list(POLICY_PARAMETERISATIONS))
 def test_the_terms_and_gradients_equal_the_librarys_forward_on_a_moved_policy(agent_options):
     agent, data = moved_policy_minibatch(**agent_options)
-    lean, lean_gradients = terms_and_gradients(agent, type(agent.loss_module).forward, data)
-    library, library_gradients = terms_and_gradients(agent, ClipPPOLoss.forward, data)
+    lean, lean_gradients = loss_terms_and_gradients(agent, type(agent.loss_module).forward, data, LEAN_KEYS)
+    library, library_gradients = loss_terms_and_gradients(agent, ClipPPOLoss.forward, data, LEAN_KEYS)
     assert agent.loss_module._modules_run_directly()  # the fast path ran, not the fallback
     assert 0.05 < float(library["clip_fraction"]) < 0.95, float(library["clip_fraction"])  # both sides of the clip
     for key in LEAN_KEYS:
