@@ -97,6 +97,7 @@ class _Runtime:
         self.update: PlannedUpdate | None = None  # the agent's update as it runs here (planned once per fit)
         self.last_update_applied = True  # False when apply_gradients skipped the update in progress
         self.drift_probe: DriftProbe | None = None  # the period's first observations and actions (health.py)
+        self.checked_gradient_norm: torch.Tensor | None = None  # of the step in progress (apply_gradients)
 
 
 class CollectorStream(IterableDataset):
@@ -474,6 +475,7 @@ class RLAgent(pl.LightningModule):
             terms_of_optimizers,
             check=self._planned_update().checked,
             gradients_checked_by_scaler=getattr(self.trainer.precision_plugin, "scaler", None) is not None,
+            checked_norm=self.keep_checked_gradient_norm if len(optimizers) == 1 else None,
         )
         self._runtime.last_update_applied = fault is None
         if fault is None:
@@ -485,6 +487,16 @@ class RLAgent(pl.LightningModule):
                 f"(stops after {self.nonfinite.max_in_a_row} in a row)"
             )
         return False
+
+    def keep_checked_gradient_norm(self, norm: torch.Tensor | None) -> None:
+        """The global norm of the gradients the non-finite check computed for the step about to run (one optimizer),
+        or None; an agent that clips those gradients reads it once (:meth:`take_checked_gradient_norm`)."""
+        self._runtime.checked_gradient_norm = norm
+
+    def take_checked_gradient_norm(self) -> torch.Tensor | None:
+        """The norm :meth:`keep_checked_gradient_norm` kept for this step, forgotten as it is read (None: none)."""
+        norm, self._runtime.checked_gradient_norm = self._runtime.checked_gradient_norm, None
+        return norm
 
     def _count_rollout(self, rollout: TensorDictBase) -> float | None:
         """Count the rollout's frames and finished episodes; the mean return of those that finished (None: none)."""

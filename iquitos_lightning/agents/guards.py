@@ -35,14 +35,19 @@ class Fault:
 
 
 def find_nonfinite(
-    losses: Mapping[str, torch.Tensor], gradients_by_term: Mapping[str, Sequence[torch.Tensor]]
+    losses: Mapping[str, torch.Tensor],
+    gradients_by_term: Mapping[str, Sequence[torch.Tensor]],
+    gradient_norm: torch.Tensor | None = None,
 ) -> str | None:
-    """The first non-finite loss term, else the term whose gradients are non-finite, else None (one host sync)."""
+    """The first non-finite loss term, else the term whose gradients are non-finite, else None (one host sync).
+    ``gradient_norm``: the global norm of all those gradients, when the caller has it (else computed here)."""
     values = [loss.detach().reshape(-1).float() for loss in losses.values()]
     gradients = [grad for grads in gradients_by_term.values() for grad in grads]
     checks = [torch.isfinite(torch.cat(values)).all()] if values else []
     if gradients:
-        checks.append(torch.isfinite(torch.nn.utils.get_total_norm(gradients)))  # NaN/inf in any gradient
+        if gradient_norm is None:
+            gradient_norm = torch.nn.utils.get_total_norm(gradients)
+        checks.append(torch.isfinite(gradient_norm))  # NaN/inf in any gradient
     if not checks or bool(torch.stack(checks).all()):
         return None
     for name, loss in losses.items():  # slow path, only on a fault: say which
@@ -95,6 +100,7 @@ def backward_and_step(
     *,
     check: bool,
     gradients_checked_by_scaler: bool,
+    checked_norm: Callable[[torch.Tensor | None], None] | None = None,
 ) -> str | None:
     """Backward ``total`` and step every optimizer, unless a loss term or a gradient is non-finite.
 
@@ -102,12 +108,15 @@ def backward_and_step(
     ``terms_of_optimizers`` names, per optimizer, the loss term its gradients come from. On a fault no
     optimizer steps and the gradients are dropped. ``check`` False (inside a CUDA graph, where the host sync
     cannot run) steps unchecked; under fp16 mixed precision the GradScaler checks the gradients itself.
-    Returns the faulty term, or None when the update was applied.
+    ``checked_norm``, if given, is handed the global norm of every optimizer's gradients the check computed (None
+    when it computed none) right before the optimizers step: a gradient clip over the same gradients need not
+    compute it again (agents/on_policy.py). Returns the faulty term, or None when the update was applied.
     """
     loss_terms = {name: value for name, value in losses.items() if name.startswith("loss_")}
     for optimizer in optimizers:
         optimizer.zero_grad(set_to_none=True)
     backward(total)
+    norm = None
     if check:
         gradients = {
             term: []
@@ -115,11 +124,15 @@ def backward_and_step(
             else [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
             for optimizer, term in zip(optimizers, terms_of_optimizers, strict=True)
         }
-        fault = find_nonfinite(loss_terms, gradients)
+        every_gradient = [grad for grads in gradients.values() for grad in grads]
+        norm = torch.nn.utils.get_total_norm(every_gradient) if every_gradient else None
+        fault = find_nonfinite(loss_terms, gradients, norm)
         if fault is not None:
             for optimizer in optimizers:
                 optimizer.zero_grad(set_to_none=True)
             return fault
+    if checked_norm is not None:
+        checked_norm(norm)
     for optimizer in optimizers:
         optimizer.step()
     return None
