@@ -31,7 +31,7 @@ from iquitos_lightning.bench.learner_runs import (
     warmup_frames,
 )
 from iquitos_lightning.bench.ours import window_rate
-from iquitos_lightning.bench.timing import Rate, interleave, median_rate, median_ratio
+from iquitos_lightning.bench.timing import Rate, interleave, median_rate, median_ratio, ratio_range
 from iquitos_lightning.envs.factory import EnvConfig, env_specs
 
 # Timed rollouts per round, sized so that each side's window is a second or more on the 2-core machine
@@ -102,6 +102,8 @@ class LearnerRow:
     rounds: int
     compiled_frames_per_s: float | None = None  # ours with speed.compile, same rounds (None: not asked for)
     compiled_ratio: float | None = None  # median over rounds of ours compiled / plain
+    frames_ratio_range: tuple[float, float] | None = None  # lowest and highest per-round ours / plain
+    compiled_ratio_range: tuple[float, float] | None = None  # the same of ours compiled / plain
 
 
 @dataclass
@@ -161,6 +163,7 @@ def _row(algorithm: str, settings: str, project: list[Rate], plain: list[Rate]) 
         plain_updates_per_s=median_rate(plain, "updates"),
         updates_ratio=median_ratio(project, plain, "updates"),
         rounds=len(project),
+        frames_ratio_range=ratio_range(project, plain, "frames"),
     )
 
 
@@ -192,6 +195,7 @@ def measure_learner(config: LearnerConfig) -> LearnerResult:
         if "compiled" in results:
             row.compiled_frames_per_s = median_rate(results["compiled"], "frames")
             row.compiled_ratio = median_ratio(results["compiled"], results["plain"], "frames")
+            row.compiled_ratio_range = ratio_range(results["compiled"], results["plain"], "frames")
         rows.append(row)
         if "full" in results:
             observation = ObservationRow(

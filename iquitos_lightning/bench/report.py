@@ -111,6 +111,14 @@ def workers_section(rows: Sequence[WorkerScaling], site: str) -> str:
 LEARNER_GOALS = {"PPO": 0.95, "A2C": 0.95, "SAC": 0.9}
 
 
+def ratio_cell(ratio: float, spread: tuple[float, float] | None) -> str:
+    """A median ratio in bold, with the lowest and highest of its rounds when there were several."""
+    cell = f"**{ratio:.2f}x**"
+    if spread is not None and spread[0] != spread[1]:
+        cell += f" ({spread[0]:.2f}-{spread[1]:.2f})"
+    return cell
+
+
 def learner_section(result: LearnerResult, site: str) -> str:
     """Ours vs the plain loop, PPO compact vs full observation, and where our time goes (issue 31)."""
     rows = []
@@ -121,7 +129,7 @@ def learner_section(result: LearnerResult, site: str) -> str:
                 row.algorithm,
                 f"{row.project_frames_per_s:,.0f}",
                 f"{row.plain_frames_per_s:,.0f}",
-                f"**{row.frames_ratio:.2f}x**",
+                ratio_cell(row.frames_ratio, row.frames_ratio_range),
                 "-" if goal is None else f"{goal:.2f}x",
                 f"{row.project_updates_per_s:,.1f}",
                 f"{row.plain_updates_per_s:,.1f}",
@@ -134,15 +142,16 @@ def learner_section(result: LearnerResult, site: str) -> str:
     if any(row.compiled_ratio is not None for row in result.rows):  # --compile on: ours compiled, same rounds
         header[4:4] = ["ours compiled frames/s", "compiled / plain"]
         for row, cells in zip(result.rows, rows, strict=True):
-            cells[4:4] = [f"{row.compiled_frames_per_s:,.0f}", f"**{row.compiled_ratio:.2f}x**"]
+            cells[4:4] = [f"{row.compiled_frames_per_s:,.0f}", ratio_cell(row.compiled_ratio, row.compiled_ratio_range)]
     rounds = result.rows[0].rounds if result.rows else 0
     note = (
         "Ours: the agent through `fit` (bench Trainer: no logger, checkpoints or evaluation) at its "
         "`configs/experiments/tariff/*_fleet_tariff_twin_cpu.yaml` settings, twin backend, one process. Plain: "
         "`bench/plain_loops.py`, the same algorithm, networks, optimizers and sizes written as one PyTorch loop "
         f"on the same twin (its TorchRL API, no transforms), nothing logged. Ratios: median over {rounds} "
-        "interleaved rounds of the per-round ratio; rates from the end of the warm-up to the last rollout"
-        " (with `--compile on` the compilation falls in the warm-up: ours compiled compiles its update once)."
+        "interleaved rounds of the per-round ratio (in brackets the lowest and highest round: the machine's noise); "
+        "rates from the end of the warm-up to the last rollout (with `--compile on` the compilation falls in the "
+        "warm-up: ours compiled compiles its update once)."
     )
     if result.fused_adam:
         note += " Ours steps Adam's fused kernel (`--fused-adam on`, `speed.fused_adam`); the plain loop `foreach`'s."

@@ -48,6 +48,13 @@ def median_ratio(numerator: Sequence[Rate], denominator: Sequence[Rate], name: s
     return statistics.median(a.per_second(name) / b.per_second(name) for a, b in pairs)
 
 
+def ratio_range(numerator: Sequence[Rate], denominator: Sequence[Rate], name: str) -> tuple[float, float]:
+    """The lowest and highest per-round ratio (numerator rate / denominator rate in the same round): how far the
+    median could move with the machine's noise."""
+    ratios = [a.per_second(name) / b.per_second(name) for a, b in zip(numerator, denominator, strict=True)]
+    return min(ratios), max(ratios)
+
+
 def timed(run: Callable[[], dict[str, float]]) -> Rate:
     """Time ``run``, which returns the counts it did."""
     start = time.perf_counter()

@@ -100,6 +100,9 @@ def test_compiled_side_adds_its_rate_and_ratio_beside_the_eager_one() -> None:
     table = learner_section(LearnerResult([compiled], None, []), "tiny")
     assert "| ours compiled frames/s | compiled / plain |" in table
     assert _rows(table)["SAC"][:6] == ["500", "1,000", "**0.50x**", "700", "**0.70x**", "0.90x"]
+    spread = replace(compiled, frames_ratio_range=(0.45, 0.58), compiled_ratio_range=(0.7, 0.7))
+    cells = _rows(learner_section(LearnerResult([spread], None, []), "tiny"))["SAC"]
+    assert cells[2] == "**0.50x** (0.45-0.58)" and cells[4] == "**0.70x**"  # one value for all rounds: no brackets
 
 
 def ppo_settings(**changes: object) -> OnPolicySettings:
