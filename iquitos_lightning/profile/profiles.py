@@ -32,12 +32,18 @@ from iquitos_lightning.profile.memory_budget import (
 )
 
 ALGORITHMS = ("sac", "ppo", "a2c")
-# Measured on the 2-core CPU at 64x64 (docs/performance.md): SAC 54 -> 105 updates/s; PPO on the twin, where its
-# ten epochs of minibatches are most of a rollout, 0.78x -> 0.87x the plain loop's frames/s (idle, 3 rounds); A2C,
-# one update per rollout, no gain (0.74x eager, 0.71x compiled). Compiling costs 30-60 s at start.
-CPU_COMPILED_ALGORITHMS = ("sac", "ppo")
-CPU_COMPILE_WHY = "measured on a 2-core CPU at 64x64: SAC 2x updates/s, PPO on the twin 1.1x frames/s; ~40 s at start"
-CPU_EAGER_WHY = "measured on a 2-core CPU: A2C makes one update per rollout, no gain beyond noise"
+# Measured on the 2-core CPU at 64x64 (docs/performance.md): PPO on the twin, where its ten epochs of minibatches are
+# most of a rollout, 1.22-1.25x its eager frames/s and 0.98-1.07x the plain PyTorch loop's (session 32); A2C, one
+# update per rollout, no gain (0.74x eager, 0.71x compiled). SAC compiled once doubled its updates/s (54 -> 105),
+# before its loss ran eagerly on tensors (agents/lean_sac_loss.py; a compiled update runs the library's forward):
+# since then the whole sac_auto fit ran 507 s eager against 562 s compiled (side by side), and the update alone
+# 0.66-0.82x eager's at the fleet layout's sizes, 1.04-1.07x at the per-socket ones. Compiling costs 30-60 s at start.
+CPU_COMPILED_ALGORITHMS = ("ppo",)
+CPU_COMPILE_WHY = "measured on a 2-core CPU at 64x64: PPO on the twin 1.2x frames/s, the plain loop's; ~40 s at start"
+CPU_EAGER_WHY = {
+    "a2c": "measured on a 2-core CPU: A2C makes one update per rollout, no gain beyond noise",
+    "sac": "measured on a 2-core CPU: SAC's eager update on tensors beats the compiled one (whole fit 507 vs 562 s)",
+}
 NOT_MEASURED = "not measured in a whole fit on a GPU yet: opt-in until gpu-check's profile fits say it wins"
 # Whole fits of configs/sac_rtx4060.yaml on an H100 (results/gpu-check/2026-11-26-h100): 16-mixed eager 358 frames/s,
 # bf16-mixed + CUDA graphs 2,257 (6.3x); the update step alone at 256x256 on an H200: 108 -> 729 updates/s. fp16's
@@ -274,7 +280,7 @@ def _compile_proposal(cuda: bool, algorithm: str) -> tuple[str, bool, str]:
         return ("model.speed.compile", False, NOT_MEASURED)
     if algorithm in CPU_COMPILED_ALGORITHMS:
         return ("model.speed.compile", True, CPU_COMPILE_WHY)
-    return ("model.speed.compile", False, CPU_EAGER_WHY)
+    return ("model.speed.compile", False, CPU_EAGER_WHY[algorithm])
 
 
 def _cuda_graphs_proposal(cuda: bool, algorithm: str, precision: str, *, anneals: bool) -> tuple[str, bool, str]:
