@@ -27,7 +27,7 @@ from iquitos_lightning.bench.plain_loops import (
     train_sac,
 )
 from iquitos_lightning.bench.report import learner_section
-from iquitos_lightning.bench.run import BenchConfig, run_bench
+from iquitos_lightning.bench.run import BenchConfig, learner_compiles, run_bench
 from iquitos_lightning.envs.twin import IquitosTwin, make_twin
 
 TINY = "configs/site/tiny.yaml"
@@ -215,3 +215,10 @@ def test_a_fused_adam_run_says_so_under_its_table_and_passes_the_switch_to_ours(
     case = LearnerConfig.quick(fused_adam=True).case("PPO")
     assert case.overrides["speed"] == {"fused_adam": True} and "epochs" in case.overrides  # the quick sizes kept
     assert "speed" not in LearnerConfig.quick().case("PPO").overrides
+
+
+def test_the_learner_section_times_ours_compiled_by_default_but_not_in_the_quick_run() -> None:
+    assert learner_compiles(BenchConfig())  # PPO's fast path beside the eager one
+    assert not learner_compiles(replace(BenchConfig(), compile=False))
+    assert not learner_compiles(BenchConfig.quick())  # the test's run stays short
+    assert learner_compiles(replace(BenchConfig.quick(), compile=True))
