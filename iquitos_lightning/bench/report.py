@@ -139,7 +139,7 @@ def learner_section(result: LearnerResult, site: str) -> str:
         )
     header = ["algorithm", "ours frames/s", "plain frames/s", "ours / plain", "goal", "ours updates/s"]
     header += ["plain updates/s", "updates ratio", "settings (experiment profile)"]
-    if any(row.compiled_ratio is not None for row in result.rows):  # --compile on: ours compiled, same rounds
+    if any(row.compiled_ratio is not None for row in result.rows):  # ours compiled, same rounds (not --compile off)
         header[4:4] = ["ours compiled frames/s", "compiled / plain"]
         for row, cells in zip(result.rows, rows, strict=True):
             cells[4:4] = [f"{row.compiled_frames_per_s:,.0f}", ratio_cell(row.compiled_ratio, row.compiled_ratio_range)]
@@ -150,8 +150,8 @@ def learner_section(result: LearnerResult, site: str) -> str:
         "`bench/plain_loops.py`, the same algorithm, networks, optimizers and sizes written as one PyTorch loop "
         f"on the same twin (its TorchRL API, no transforms), nothing logged. Ratios: median over {rounds} "
         "interleaved rounds of the per-round ratio (in brackets the lowest and highest round: the machine's noise); "
-        "rates from the end of the warm-up to the last rollout (with `--compile on` the compilation falls in the "
-        "warm-up: ours compiled compiles its update once)."
+        "rates from the end of the warm-up to the last rollout (ours compiled compiles its update once, in the "
+        "warm-up; `--compile off` leaves that side out)."
     )
     if result.fused_adam:
         note += " Ours steps Adam's fused kernel (`--fused-adam on`, `speed.fused_adam`); the plain loop `foreach`'s."
