@@ -119,6 +119,20 @@ def ratio_cell(ratio: float, spread: tuple[float, float] | None) -> str:
     return cell
 
 
+def goal_cell(goal: float | None, eager: float, compiled: float | None) -> str:
+    """The goal and whether the median met it: eagerly ("met"), only with the update compiled ("met compiled"), or
+    not ("not met")."""
+    if goal is None:
+        return "-"
+    if eager >= goal:
+        verdict = "met"
+    elif compiled is not None and compiled >= goal:
+        verdict = "met compiled"
+    else:
+        verdict = "not met"
+    return f"{goal:.2f}x: {verdict}"
+
+
 def learner_section(result: LearnerResult, site: str) -> str:
     """Ours vs the plain loop, PPO compact vs full observation, and where our time goes (issue 31)."""
     rows = []
@@ -130,7 +144,7 @@ def learner_section(result: LearnerResult, site: str) -> str:
                 f"{row.project_frames_per_s:,.0f}",
                 f"{row.plain_frames_per_s:,.0f}",
                 ratio_cell(row.frames_ratio, row.frames_ratio_range),
-                "-" if goal is None else f"{goal:.2f}x",
+                goal_cell(goal, row.frames_ratio, row.compiled_ratio),
                 f"{row.project_updates_per_s:,.1f}",
                 f"{row.plain_updates_per_s:,.1f}",
                 f"{row.updates_ratio:.2f}x",

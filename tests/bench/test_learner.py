@@ -99,7 +99,11 @@ def test_compiled_side_adds_its_rate_and_ratio_beside_the_eager_one() -> None:
     assert "ours compiled frames/s" not in learner_section(LearnerResult([eager], None, []), "tiny")
     table = learner_section(LearnerResult([compiled], None, []), "tiny")
     assert "| ours compiled frames/s | compiled / plain |" in table
-    assert _rows(table)["SAC"][:6] == ["500", "1,000", "**0.50x**", "700", "**0.70x**", "0.90x"]
+    assert _rows(table)["SAC"][:6] == ["500", "1,000", "**0.50x**", "700", "**0.70x**", "0.90x: not met"]
+    met_compiled = _rows(learner_section(LearnerResult([replace(compiled, compiled_ratio=0.95)], None, []), "tiny"))
+    assert met_compiled["SAC"][5] == "0.90x: met compiled"
+    met = _rows(learner_section(LearnerResult([replace(eager, frames_ratio=0.9)], None, []), "tiny"))
+    assert met["SAC"][3] == "0.90x: met"  # no compiled side: the goal column follows the eager ratio
     spread = replace(compiled, frames_ratio_range=(0.45, 0.58), compiled_ratio_range=(0.7, 0.7))
     cells = _rows(learner_section(LearnerResult([spread], None, []), "tiny"))["SAC"]
     assert cells[2] == "**0.50x** (0.45-0.58)" and cells[4] == "**0.70x**"  # one value for all rounds: no brackets
