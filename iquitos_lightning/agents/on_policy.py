@@ -313,7 +313,9 @@ class OnPolicyAgent(RLAgent):
         ``loss_module.parameters()`` in order; :meth:`~.base.RLAgent.apply_gradients`), when it computed one: the
         same function of the same tensors, so the same bits, ~3 % of a PPO update saved (docs/performance.md). Under
         fp16 mixed precision the check leaves gradients to the GradScaler and the norm is computed here, after the
-        unscaling."""
+        unscaling. A callback that changed the gradients in its own ``on_before_optimizer_step`` (Lightning calls it
+        before this one) would make the kept norm stale; none of this project's does. Without a clip
+        (``max_grad_norm`` 0) the health signal is that norm too, the same quantity as ``health.gradient_norm``'s."""
         parameters = list(self.loss_module.parameters())
         norm = self.take_checked_gradient_norm()
         if self.max_grad_norm > 0:
