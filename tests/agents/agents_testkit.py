@@ -99,6 +99,25 @@ POLICY_PARAMETERISATIONS = {
 }
 
 
+TINY_TWIN = EnvConfig(name="iquitos", site="configs/site/tiny.yaml", seed=0, backend="twin", num_envs=4)
+
+
+def moved_after_collecting(agent_class: Any, moved: Any, **agent_options: Any) -> tuple[Any, Any]:
+    """An on-policy agent on the tiny site's twin (4 envs, 16x16 networks), a 64-frame rollout it collected with its
+    advantages as the update reads it, and then ``moved(agent)``'s parameters moved by 0.2 x a standard normal: a
+    lean loss and the library's must both score the rollout with the moved weights."""
+    torch.manual_seed(0)
+    rollout_config = RolloutConfig(frames_per_batch=64, eval_every_frames=64)
+    agent = agent_class(env=TINY_TWIN, rollout=rollout_config, hidden_sizes=(16, 16), **agent_options)
+    with torch.no_grad():
+        rollout = agent.train_env.rollout(16, agent.actor, break_when_any_done=False)
+    data = agent.with_advantages(rollout).select(*agent.update_keys()).reshape(-1)
+    with torch.no_grad():
+        for parameter in moved(agent).parameters():
+            parameter.add_(0.2 * torch.randn_like(parameter))
+    return agent, data
+
+
 def loss_terms_and_gradients(
     agent: Any, forward: Any, data: Any, terms: tuple[str, ...]
 ) -> tuple[dict[str, torch.Tensor], list[torch.Tensor]]:

@@ -6,26 +6,16 @@ import pytest
 import torch
 from torchrl.objectives import A2CLoss
 
-from iquitos_lightning.agents import A2C, EnvConfig, RolloutConfig
-from tests.agents.agents_testkit import POLICY_PARAMETERISATIONS, loss_terms_and_gradients
+from iquitos_lightning.agents import A2C
+from tests.agents.agents_testkit import POLICY_PARAMETERISATIONS, loss_terms_and_gradients, moved_after_collecting
 
-SITE = EnvConfig(name="iquitos", site="configs/site/tiny.yaml", seed=0, backend="twin", num_envs=4)
-ROLLOUT = RolloutConfig(frames_per_batch=64, eval_every_frames=64)
 TERMS = ("loss_objective", "loss_critic")
 
 
 def moved_policy_rollout(**agent_options):
     """An A2C agent whose actor and critic moved after it collected a rollout, and the rollout with its advantages
     as the update reads it (the library's and the lean forward must score the actions with the moved weights)."""
-    torch.manual_seed(0)
-    agent = A2C(env=SITE, rollout=ROLLOUT, hidden_sizes=(16, 16), **agent_options)
-    with torch.no_grad():
-        rollout = agent.train_env.rollout(16, agent.actor, break_when_any_done=False)
-    data = agent.with_advantages(rollout).select(*agent.update_keys()).reshape(-1)
-    with torch.no_grad():
-        for parameter in agent.loss_module.parameters():
-            parameter.add_(0.2 * torch.randn_like(parameter))
-    return agent, data
+    return moved_after_collecting(A2C, lambda agent: agent.loss_module, **agent_options)
 
 
 @pytest.mark.parametrize("agent_options", list(POLICY_PARAMETERISATIONS.values()), ids=list(POLICY_PARAMETERISATIONS))

@@ -6,25 +6,16 @@ import pytest
 import torch
 from torchrl.objectives import ClipPPOLoss
 
-from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
+from iquitos_lightning.agents import PPO
 from iquitos_lightning.agents.lean_ppo_loss import LEAN_KEYS
-from tests.agents.agents_testkit import POLICY_PARAMETERISATIONS, loss_terms_and_gradients
-
-SITE = EnvConfig(name="iquitos", site="configs/site/tiny.yaml", seed=0, backend="twin", num_envs=4)
-ROLLOUT = RolloutConfig(frames_per_batch=64, eval_every_frames=64)
+from tests.agents.agents_testkit import POLICY_PARAMETERISATIONS, loss_terms_and_gradients, moved_after_collecting
 
 
 def moved_policy_minibatch(**agent_options):
     """A PPO agent whose actor moved after it collected a rollout, and the rollout with its advantages as one
     minibatch of the keys the update reads: half its rows with ratios far from 1, half at 1."""
-    torch.manual_seed(0)
-    agent = PPO(env=SITE, rollout=ROLLOUT, hidden_sizes=(16, 16), **agent_options)
+    agent, data = moved_after_collecting(PPO, lambda agent: agent.actor, **agent_options)
     with torch.no_grad():
-        rollout = agent.train_env.rollout(16, agent.actor, break_when_any_done=False)
-    data = agent.with_advantages(rollout).select(*agent.update_keys()).reshape(-1)
-    with torch.no_grad():
-        for parameter in agent.actor.parameters():
-            parameter.add_(0.2 * torch.randn_like(parameter))
         # the first half of the rows as if collected by the moved policy: ratio 1, inside the clip
         half = data.numel() // 2
         moved_log_prob = agent.actor.get_dist(data[:half]).log_prob(data["action"][:half])
