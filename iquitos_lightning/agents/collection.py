@@ -80,7 +80,9 @@ def make_collector(
         **options,
     }
     if collects_in_process(env_config, overlap):
-        return Collector(train_env, policy, auto_register_policy_transforms=False, **common)
+        # No ("collector", "traj_ids"): no agent reads them (rollouts and the replay buffer drop the entry), and
+        # keeping them up to date cost ~0.5 ms of an A2C rollout's ~10 ms of collection (64 twin envs x 8 steps)
+        return Collector(train_env, policy, auto_register_policy_transforms=False, track_traj_ids=False, **common)
     makers = worker_env_makers(env_config)
     worker_policy = None if policy is None else copy.deepcopy(policy).to("cpu")
     if worker_policy is not None:  # the actor's bounds follow the agent's device, and .to does not reach them

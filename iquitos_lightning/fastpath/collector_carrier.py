@@ -58,7 +58,8 @@ def continue_from(collector: Collector, saved: dict[str, Any]) -> None:
             raise ValueError(
                 f"the saved collector state's {key!r} is {found}, this collector's {value.dtype} {tuple(value.shape)}"
             )
-    collector._carrier = restored
+    # only this carrier's entries: a run saved by a collector that tracked trajectory ids carries them too
+    collector._carrier = restored.select(*carrier.keys(include_nested=True, leaves_only=True))
     collector._traj_pool.load_state_dict(saved["traj_pool"])
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from tensordict import TensorDictBase
+from torchrl.collectors import Collector
 
 from iquitos_lightning.agents.collection import make_collector
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor
@@ -65,7 +66,7 @@ def test_a_new_collector_given_the_carried_state_collects_the_originals_next_rol
     went_on = _rollouts(resumed, 4)
     for ours, theirs in zip(went_on, expected, strict=True):
         assert set(ours.keys(True, True)) == set(theirs.keys(True, True))
-        for key in theirs.keys(True, True):  # traj_ids, step counts and episode rewards included
+        for key in theirs.keys(True, True):  # step counts and episode rewards included
             assert torch.equal(ours[key], theirs[key]), key
     assert went_on[0]["step_count"][:, 0, 0].tolist() == [4, 4, 4]  # mid-episode, not a fresh start
 
@@ -87,3 +88,37 @@ def test_a_carried_state_of_another_batch_is_refused_before_anything_changes(con
     with pytest.raises(ValueError, match="'observation' is torch.float32 \\(3, 35\\), this collector's"):
         continue_from(collector, saved)
     assert (other._carrier == before).all()
+
+
+def test_a_state_carried_with_trajectory_ids_goes_on_in_a_collector_without_them(config: EnvConfig) -> None:
+    """Checkpoints saved before the agents' collector stopped tracking trajectory ids carry them: the resumed
+    collector drops them and collects what the original would have, on every entry it has."""
+    torch.manual_seed(0)
+    policy = make_actor(make_env(config), (8,))
+    initialise_lazy(make_env(config), policy)
+    original = Collector(
+        make_env(config),
+        policy,
+        frames_per_batch=12,
+        total_frames=-1,
+        track_traj_ids=True,
+        auto_register_policy_transforms=False,
+    )
+    _rollouts(original, 5)
+    saved = _through_a_checkpoint(
+        {"env": resumes_anywhere(original.env).resume_state(), "collector": carried_state(original),
+         "rng": torch.get_rng_state()}
+    )  # fmt: skip
+    assert "traj_ids" in saved["collector"]["carrier"]["collector"]
+    expected = _rollouts(original, 3)
+
+    resumed = _collector(config, policy)
+    resumes_anywhere(resumed.env).load_resume_state(saved["env"])
+    continue_from(resumed, saved["collector"])
+    assert ("collector", "traj_ids") not in resumed._carrier.keys(True, True)  # not carried on from step to step
+    torch.set_rng_state(saved["rng"])
+    went_on = _rollouts(resumed, 3)
+    for ours, theirs in zip(went_on, expected, strict=True):
+        assert set(ours.keys(True, True)) == set(theirs.keys(True, True)) - {("collector", "traj_ids")}
+        for key in ours.keys(True, True):
+            assert torch.equal(ours[key], theirs[key]), key
