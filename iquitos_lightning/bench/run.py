@@ -79,10 +79,11 @@ class BenchConfig:
         )
 
 
-# The algorithms whose CPU config compiles the update step: SAC, whose learner must keep up with the worker
-# that collects one rollout ahead (benchmarks/bench_speed.py, 64x64 at the 38-socket site's shapes: 54 -> 105
-# updates/s). PPO and A2C spend most of a rollout collecting; compiling their few updates per rollout made no
-# difference beyond the machine's noise, so they stay eager (docs/performance.md).
+# The algorithms the training section compiles, as configs/sac_per_socket_cpu.yaml does (the compact-observation
+# sac_cpu.yaml runs eagerly since session 32: docs/performance.md "Hardware profiles"): SAC, whose learner must keep
+# up with the worker that collects one rollout ahead (benchmarks/bench_speed.py, 64x64 at the 38-socket site's
+# shapes: 54 -> 105 updates/s). PPO and A2C spend most of a rollout collecting; compiling their few updates per
+# rollout made no difference beyond the machine's noise, so they stay eager (docs/performance.md).
 COMPILED_ON_CPU = ("SAC",)
 
 
@@ -242,8 +243,9 @@ def main(argv: list[str] | None = None) -> int:
         choices=("on", "off"),
         default=None,
         help=(
-            "torch.compile our update step (default: as the CPU configs, SAC on, PPO and A2C off; the learner "
-            "section adds ours compiled beside ours eager unless off)"
+            "torch.compile our update step (default in the training section: SAC on, at the 38-socket per-socket "
+            "shapes where it pays, as configs/sac_per_socket_cpu.yaml; PPO and A2C off; the learner section adds ours "
+            "compiled beside ours eager unless off)"
         ),
     )
     parser.add_argument(
