@@ -2,13 +2,15 @@
 
 What it reaches into: TorchRL's single-process ``Collector`` carries from one rollout to the next the tensordict
 its next step starts from, ``_carrier`` (the last observation, ``step_count``, ``episode_reward``, the done flags,
-``("collector", "traj_ids")`` and whatever else the last step left in it), and its next trajectory id in
+``("collector", "traj_ids")`` when it tracks them, which the agents' collector no longer does, and whatever else
+the last step left in it), and its next trajectory id in
 ``_traj_pool``. A new collector makes its carrier from a reset of the env (``_make_carrier``). Its public
 ``state_dict`` holds the trajectory counter but, by design, not the carrier ("runtime environment state is not
 generally serializable"), so its ``load_state_dict`` starts fresh trajectories: right for CityLearn, whose middle
 of an episode cannot be restored, wrong for the twin, whose whole state is a few tensors
 (:meth:`~iquitos_lightning.envs.twin.IquitosTwin.resume_state`). Here the carrier and the trajectory counter are
-saved as plain tensors and put back into a new collector, after the twin's state.
+saved as plain tensors and put back into a new collector, after the twin's state (only the entries of the new
+collector's own carrier: a state saved by a collector that tracked trajectory ids is restored without them).
 
 Checked at import: ``Collector`` still makes its carrier in ``_make_carrier`` and has ``_traj_pool``; at use, a
 collector without a ``_carrier`` is refused naming the version. Equivalence test:
