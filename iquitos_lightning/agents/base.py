@@ -455,13 +455,14 @@ class RLAgent(pl.LightningModule):
             log_rollout_metrics(self.trainer, outputs)
 
     def apply_gradients(
-        self, total: torch.Tensor, losses: Mapping[str, torch.Tensor], terms_of_optimizers: Sequence[str]
+        self, total: torch.Tensor, losses: Mapping[str, torch.Tensor], terms_of_param_groups: Sequence[str]
     ) -> bool:
         """Backward ``total`` and step every optimizer, unless a loss term or a gradient is non-finite
         (:func:`~iquitos_lightning.agents.guards.backward_and_step`).
 
-        ``terms_of_optimizers`` names, per optimizer (in ``configure_optimizers`` order), the loss term its
-        gradients come from. A faulty update is skipped and counted; after ``max_nonfinite_in_a_row`` in a row
+        ``terms_of_param_groups`` names, per parameter group (the optimizers' groups, in ``configure_optimizers``
+        order), the loss term its gradients come from. A faulty update is skipped and counted; after
+        ``max_nonfinite_in_a_row`` in a row
         :class:`~iquitos_lightning.agents.guards.NonFiniteTraining` stops the run. Returns whether the update was
         applied (also recorded for :meth:`run_update`'s count).
         """
@@ -472,7 +473,7 @@ class RLAgent(pl.LightningModule):
             self.manual_backward,
             total,
             losses,
-            terms_of_optimizers,
+            terms_of_param_groups,
             check=self._planned_update().checked,
             gradients_checked_by_scaler=getattr(self.trainer.precision_plugin, "scaler", None) is not None,
             checked_norm=self.keep_checked_gradient_norm if len(optimizers) == 1 else None,

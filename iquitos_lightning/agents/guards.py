@@ -96,7 +96,7 @@ def backward_and_step(
     backward: Callable[[torch.Tensor], None],
     total: torch.Tensor,
     losses: Mapping[str, torch.Tensor],
-    terms_of_optimizers: Sequence[str],
+    terms_of_param_groups: Sequence[str],
     *,
     check: bool,
     gradients_checked_by_scaler: bool,
@@ -105,9 +105,10 @@ def backward_and_step(
     """Backward ``total`` and step every optimizer, unless a loss term or a gradient is non-finite.
 
     ``losses`` holds the (detached) terms ``total`` sums (the ``loss_*`` ones are checked and named);
-    ``terms_of_optimizers`` names, per optimizer, the loss term its gradients come from. On a fault no
-    optimizer steps and the gradients are dropped. ``check`` False (inside a CUDA graph, where the host sync
-    cannot run) steps unchecked; under fp16 mixed precision the GradScaler checks the gradients itself.
+    ``terms_of_param_groups`` names, per parameter group (the optimizers' groups in order), the loss term its
+    gradients come from. On a fault no optimizer steps and the gradients are dropped. ``check`` False (inside a
+    CUDA graph, where the host sync cannot run) steps unchecked; under fp16 mixed precision the GradScaler checks
+    the gradients itself.
     ``checked_norm``, if given, is handed the global norm of every optimizer's gradients the check computed (None
     when it computed none) right before the optimizers step: a gradient clip over the same gradients need not
     compute it again (agents/on_policy.py). Returns the faulty term, or None when the update was applied.
@@ -118,12 +119,12 @@ def backward_and_step(
     backward(total)
     norm = None
     if check:
-        gradients = {
-            term: []
-            if gradients_checked_by_scaler
-            else [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-            for optimizer, term in zip(optimizers, terms_of_optimizers, strict=True)
-        }
+        groups = [group for optimizer in optimizers for group in optimizer.param_groups]
+        gradients: dict[str, list[torch.Tensor]] = {}
+        for group, term in zip(groups, terms_of_param_groups, strict=True):
+            grads = gradients.setdefault(term, [])
+            if not gradients_checked_by_scaler:
+                grads.extend(p.grad for p in group["params"] if p.grad is not None)
         every_gradient = [grad for grads in gradients.values() for grad in grads]
         norm = torch.nn.utils.get_total_norm(every_gradient) if every_gradient else None
         fault = find_nonfinite(loss_terms, gradients, norm)

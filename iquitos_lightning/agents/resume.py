@@ -30,7 +30,7 @@ by earlier versions resume unchanged (``tests/agents/test_resume.py`` loads one)
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -120,3 +120,18 @@ def refuse_unfit_checkpoint(
             "saved with other model.hidden_sizes or by another agent or site; use a checkpoint of this "
             "configuration, or start without --ckpt_path"
         )
+
+
+def merged_optimizer_state(states: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One optimizer's state dict from several optimizers' (in order): their parameter groups one after another, the
+    parameters renumbered as torch numbers those of one optimizer (consecutively through its groups), each with its
+    state (Adam's moments and step). What lets a checkpoint of an agent that had an optimizer per network resume in an
+    agent that has one optimizer with a group per network (SAC since session 33)."""
+    merged: dict[str, Any] = {"state": {}, "param_groups": []}
+    offset = 0
+    for state in states:
+        for group in state["param_groups"]:
+            merged["param_groups"].append({**group, "params": [offset + index for index in group["params"]]})
+        merged["state"].update({offset + index: value for index, value in state["state"].items()})
+        offset += sum(len(group["params"]) for group in state["param_groups"])
+    return merged

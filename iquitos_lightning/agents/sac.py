@@ -16,6 +16,7 @@ all three losses from one forward pass).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from tensordict import TensorDictBase
@@ -28,6 +29,7 @@ from iquitos_lightning.agents.networks import initialise_lazy, make_actor, make_
 from iquitos_lightning.agents.off_policy import NonModule, OffPolicyAgent
 from iquitos_lightning.agents.policy_average import averaged_policy
 from iquitos_lightning.agents.replay import ReplayBufferConfig
+from iquitos_lightning.agents.resume import merged_optimizer_state
 from iquitos_lightning.agents.speed import SpeedConfig
 from iquitos_lightning.envs.factory import EnvConfig
 from iquitos_lightning.errors import ConfigError
@@ -177,17 +179,27 @@ class SAC(OffPolicyAgent):
     def evaluated_policy(self):
         return self.actor if self.averaged_actor is None else self.averaged_actor.module
 
-    def configure_optimizers(self) -> list[Adam]:
-        # Order matters for checkpoints: actor, critic, alpha.
+    def configure_optimizers(self) -> Adam:
+        """One Adam with a parameter group per network, each at its learning rate: the arithmetic of three Adams
+        (Adam steps each group on its own), with one optimizer step through Lightning per update instead of three
+        (~3 % of a SAC update on the CPU; under fp16 mixed precision one GradScaler step and update per update, not
+        three). The order of the groups is the checkpoints': actor, critic, alpha."""
         loss = self.loss_module
         actor_lr, critic_lr, alpha_lr = self.learning_rates
-        actor_params = list(loss.actor_network_params.flatten_keys().values())
-        critic_params = list(loss.qvalue_network_params.flatten_keys().values())
-        return [
-            self.make_adam(actor_params, actor_lr),
-            self.make_adam(critic_params, critic_lr),
-            self.make_adam([loss.log_alpha], alpha_lr),
+        groups = [
+            {"params": list(loss.actor_network_params.flatten_keys().values()), "lr": actor_lr},
+            {"params": list(loss.qvalue_network_params.flatten_keys().values()), "lr": critic_lr},
+            {"params": [loss.log_alpha], "lr": alpha_lr},
         ]
+        return self.make_adam(groups, actor_lr)
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """A checkpoint of a run saved before SAC had one optimizer holds three optimizer states (actor, critic,
+        alpha): merged into the one optimizer's, so that such a run resumes with its Adam moments."""
+        states = checkpoint.get("optimizer_states")
+        if isinstance(states, list) and len(states) == 3:
+            checkpoint["optimizer_states"] = [merged_optimizer_state(states)]
+        super().on_load_checkpoint(checkpoint)
 
     def loss_terms(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Q regression to the soft Bellman target, policy and entropy-coefficient losses, summed (the Q loss
