@@ -6,11 +6,11 @@ losses. What happens to each rollout (store it, then ``updates_per_frame`` updat
 ``init_random_frames`` random frames are in the buffer) is the off-policy layer's (:mod:`.off_policy`);
 the collector, frame budget, evaluation and checkpoints are the base's (:mod:`.base`).
 
-Optimization is manual (three optimizers): one ``manual_backward`` over the summed losses, then
-each optimizer steps. ``manual_backward`` and the Lightning optimizers go through the precision
-plugin, so ``16-mixed`` on CUDA gets its gradient scaling and unscaling. Stepping the Q optimizer
-before the actor's backward would fail: the actor loss reads the Q networks (TorchRL's SACLoss computes
-all three losses from one forward pass).
+Optimization is manual (one Adam with a parameter group per network: actor, critic, alpha): one
+``manual_backward`` over the summed losses, then one step of every group. ``manual_backward`` and the Lightning
+optimizer go through the precision plugin, so ``16-mixed`` on CUDA gets its gradient scaling and unscaling.
+Stepping the Q networks before the actor's backward would fail: the actor loss reads the Q networks (TorchRL's
+SACLoss computes all three losses from one forward pass).
 """
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ class SAC(OffPolicyAgent):
 
     def loss_terms(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Q regression to the soft Bellman target, policy and entropy-coefficient losses, summed (the Q loss
-        alone during ``actor_delay_frames``: the policy and alpha get no gradient, so their optimizers skip)."""
+        alone during ``actor_delay_frames``: the policy and alpha get no gradient, so Adam skips their groups)."""
         losses = self.loss_module(batch)
         if self.critic_only:
             total = losses["loss_qvalue"]
@@ -217,7 +217,8 @@ class SAC(OffPolicyAgent):
         }
 
     def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
-        """One SAC update: the three losses, one backward, each optimizer steps (actor, critic, alpha), soft targets.
+        """One SAC update: the three losses, one backward, one step of each network's group (actor, critic, alpha),
+        soft targets.
 
         A non-finite loss or gradient skips the whole update, target networks included.
         """
