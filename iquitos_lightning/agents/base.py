@@ -10,7 +10,7 @@ the same and easy to get subtly wrong, so it lives here once, each concern in it
   own loop. The stream has a length, so Lightning does not prefetch: every rollout is collected with the
   weights of the latest update (with ``overlap``: of the update before, by design).
 - **Budget**: training stops when ``frames_done`` reaches ``frame_budget`` (env frames), not on
-  ``max_steps`` (Lightning's ``global_step`` counts optimizer steps: three per SAC update).
+  ``max_steps`` (Lightning's ``global_step`` counts optimizer steps: one per SAC update, several per PPO rollout).
 - **Env**: built from :class:`~iquitos_lightning.envs.factory.EnvConfig` and kept in a plain holder,
   never as a child ``nn.Module`` (Lightning would move it to the GPU and checkpoint it).
 - **Evaluation**: validation/test roll out the deterministic policy over full episodes of a

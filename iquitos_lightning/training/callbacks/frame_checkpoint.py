@@ -1,13 +1,12 @@
 """Periodic checkpoints counted in environment frames, plus ``last``, through Lightning's ``ModelCheckpoint``.
 
-Why a subclass: Lightning counts checkpoint periods in optimizer steps (``global_step``: three per
-SAC update, a varying number per PPO rollout) or epochs; an RL run is planned in env frames. This
-callback saves after the training batch that crosses each multiple of ``every_n_frames`` (and after
-the batch that completes the frame budget, so every finished run ends with a checkpoint) and keeps
-everything else of ``ModelCheckpoint`` (``dirpath``, ``save_top_k``, ``save_last``, the filename
-template, which may use ``{frames}``). ``fit --ckpt_path last`` finds the ``last`` checkpoint in
-``dirpath``: give a fixed ``dirpath`` (the configs use ``runs/<name>/checkpoints``) so a new run
-version still finds it.
+Why a subclass: Lightning counts checkpoint periods in optimizer steps (``global_step``: a varying number per
+rollout, SAC's updates or PPO's epochs x minibatches) or epochs; an RL run is planned in env frames. This callback
+saves after the training batch that crosses each multiple of ``every_n_frames`` (and after the batch that completes
+the frame budget, so every finished run ends with a checkpoint) and keeps everything else of ``ModelCheckpoint``
+(``dirpath``, ``save_top_k``, ``save_last``, the filename template, which may use ``{frames}``). ``fit --ckpt_path
+last`` finds the ``last`` checkpoint in ``dirpath``: give a fixed ``dirpath`` (the configs use
+``runs/<name>/checkpoints``) so a new run version still finds it.
 
 What it adds so that nothing is lost (README, "When things go wrong"):
 - **Ctrl-C**: during ``fit`` the first Ctrl-C is a request (:mod:`.interrupt`); the run saves after
