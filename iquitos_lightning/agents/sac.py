@@ -195,11 +195,12 @@ class SAC(OffPolicyAgent):
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """A checkpoint of a run saved before SAC had one optimizer holds three optimizer states (actor, critic,
-        alpha): merged into the one optimizer's, so that such a run resumes with its Adam moments."""
+        alpha): merged into the one optimizer's, so that such a run resumes with its Adam moments (Lightning loads
+        the optimizer states after this hook). A checkpoint that does not fit this agent is refused first."""
+        super().on_load_checkpoint(checkpoint)
         states = checkpoint.get("optimizer_states")
         if isinstance(states, list) and len(states) == 3:
             checkpoint["optimizer_states"] = [merged_optimizer_state(states)]
-        super().on_load_checkpoint(checkpoint)
 
     def loss_terms(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Q regression to the soft Bellman target, policy and entropy-coefficient losses, summed (the Q loss
