@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import torch
 from tensordict import TensorDictBase
-from tensordict.nn import ProbabilisticTensorDictModule, TensorDictModule
+from tensordict.nn import TensorDictModule
 from torch.distributions import Distribution
-from torchrl.modules import ProbabilisticActor
 
 from iquitos_lightning.fastpath.tanh_normal import (
     CachedSquashingBounds,
     distribution_parameters,
+    network_then_distribution,
     samples_like_tanh_normal,
 )
 from iquitos_lightning.fastpath.tanh_normal import log_prob as tanh_normal_log_prob
@@ -77,17 +77,9 @@ class DirectActorCritic:
 
     def _check_direct(self) -> bool:
         actor, critic = self.actor_network, self.critic_network
-        if not (isinstance(actor, ProbabilisticActor) and isinstance(critic, TensorDictModule)):
+        if not (network_then_distribution(actor) and isinstance(critic, TensorDictModule)):
             return False
-        if len(actor.module) != 2 or not isinstance(actor.module[-1], ProbabilisticTensorDictModule):
-            return False
-        if not isinstance(actor.module[0], TensorDictModule) or len(critic.out_keys) != 1:
-            return False
-        if len(actor.module[0].out_keys) < 2:  # a single output comes back as a tensor, not a tuple
-            return False
-        if not set(actor.module[-1].in_keys) <= set(actor.module[0].out_keys):
-            return False
-        if critic.out_keys[0] != self.tensor_keys.value:
+        if list(critic.out_keys) != [self.tensor_keys.value]:
             return False
         if not getattr(self, "functional", True):  # the library itself calls the modules directly then
             return True

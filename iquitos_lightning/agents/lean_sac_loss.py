@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import torch
 from tensordict import TensorDict, TensorDictBase
-from tensordict.nn import ProbabilisticTensorDictModule, TensorDictModule
+from tensordict.nn import TensorDictModule
 from torch.func import functional_call
-from torchrl.modules import ProbabilisticActor
 from torchrl.objectives import SACLoss
 from torchrl.objectives.sac import compute_rsample_log_prob
 from torchrl.objectives.utils import distance_loss
@@ -32,6 +31,7 @@ from torchrl.objectives.utils import distance_loss
 from iquitos_lightning.fastpath.tanh_normal import (
     CachedSquashingBounds,
     distribution_parameters,
+    network_then_distribution,
     rsample_and_log_prob,
     samples_like_tanh_normal,
 )
@@ -205,14 +205,9 @@ class LeanSACLoss(SACLoss):
 
     def _check_direct(self) -> bool:
         actor, q_value = self.actor_network, self.qvalue_network
-        if not (isinstance(actor, ProbabilisticActor) and isinstance(q_value, TensorDictModule)):
+        if not (network_then_distribution(actor) and isinstance(q_value, TensorDictModule)):
             return False
-        if len(actor.module) != 2 or not isinstance(actor.module[-1], ProbabilisticTensorDictModule):
-            return False
-        network = actor.module[0]
-        if not isinstance(network, TensorDictModule) or list(network.in_keys) != ["observation"]:
-            return False
-        if len(network.out_keys) < 2 or not set(actor.module[-1].in_keys) <= set(network.out_keys):
+        if list(actor.module[0].in_keys) != ["observation"]:
             return False
         q_inputs = list(q_value.in_keys)
         if len(q_inputs) < 2 or q_inputs[0] != "observation" or q_inputs[-1] != self.tensor_keys.action:

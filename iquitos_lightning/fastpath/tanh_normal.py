@@ -31,7 +31,7 @@ import math
 
 import torch
 from tensordict import TensorDictBase
-from tensordict.nn import TensorDictModule, TensorDictModuleBase
+from tensordict.nn import ProbabilisticTensorDictModule, TensorDictModule, TensorDictModuleBase
 from torch.nn.functional import softplus
 from torchrl.envs.utils import ExplorationType, exploration_type
 from torchrl.modules import ProbabilisticActor, TanhNormal
@@ -204,6 +204,18 @@ def evaluation_policy(policy: TensorDictModuleBase) -> TensorDictModuleBase:
     is a TanhNormal actor, else ``policy`` itself. Built per evaluation: stored on an agent it would register the
     actor a second time in the agent's ``state_dict``."""
     return DeterministicTanhNormalPolicy(policy) if samples_like_tanh_normal(policy) else policy
+
+
+def network_then_distribution(actor: object) -> bool:
+    """Whether ``actor`` is what :func:`distribution_parameters` reads: a ``ProbabilisticActor`` of one
+    ``TensorDictModule`` network with a tuple of outputs (a single output comes back as a tensor) followed by one
+    distribution module that reads only those outputs."""
+    if not isinstance(actor, ProbabilisticActor) or len(actor.module) != 2:
+        return False
+    network, sampling = actor.module[0], actor.module[-1]
+    if not isinstance(network, TensorDictModule) or not isinstance(sampling, ProbabilisticTensorDictModule):
+        return False
+    return len(network.out_keys) >= 2 and set(sampling.in_keys) <= set(network.out_keys)
 
 
 def distribution_parameters(actor: ProbabilisticActor, *inputs: torch.Tensor) -> dict[str, torch.Tensor]:
