@@ -137,6 +137,9 @@ class RLAgent(pl.LightningModule):
     algorithm: str | None = None  # "sac", "ppo" or "a2c": how memory is estimated; None: not estimated
     off_policy = False  # learns from data of older policies (may collect with rollout.overlap)
     actor_log_prob = True  # the actor writes its action's log-probability at collection (PPO, A2C; not SAC)
+    # reads the non-finite check's gradient norm before each step (take_checked_gradient_norm; PPO and A2C clip with
+    # it): the check computes one only then (guards.backward_and_step)
+    reads_checked_gradient_norm = False
     # Dataclass groups of the constructor's arguments, by name (what the auto profile fills when left unset).
     config_groups: ClassVar[dict[str, type]] = {"env": EnvConfig, "rollout": RolloutConfig, "speed": SpeedConfig}
 
@@ -476,7 +479,9 @@ class RLAgent(pl.LightningModule):
             terms_of_param_groups,
             check=self._planned_update().checked,
             gradients_checked_by_scaler=getattr(self.trainer.precision_plugin, "scaler", None) is not None,
-            checked_norm=self.keep_checked_gradient_norm if len(optimizers) == 1 else None,
+            checked_norm=self.keep_checked_gradient_norm
+            if len(optimizers) == 1 and self.reads_checked_gradient_norm
+            else None,
         )
         self._runtime.last_update_applied = fault is None
         if fault is None:

@@ -130,6 +130,7 @@ class OnPolicyAgent(RLAgent):
     """
 
     loss_module: torch.nn.Module
+    reads_checked_gradient_norm = True  # the clip and the gradient-norm health signal (on_before_optimizer_step)
     # Each optimizer step's gradient norm before clipping (on_before_optimizer_step), averaged per rollout.
     _gradient_norms: list[torch.Tensor]
 

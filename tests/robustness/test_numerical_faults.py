@@ -179,3 +179,25 @@ def test_a_persistent_non_finite_loss_through_the_cli_exits_4_with_one_line(tmp_
     assert code == 4, said
     assert "Traceback" not in said
     assert "training stopped: 2 updates in a row had a non-finite" in said
+
+
+def test_the_gradient_check_without_a_norm_finds_every_non_finite_value_and_leaves_the_gradients_bit_for_bit():
+    """The GradScaler's kernel at a scale of 1 (guards.gradients_are_finite) multiplies each gradient by 1 in place:
+    denormals, signed zeros and the largest floats keep their bits, and a NaN or inf anywhere is found."""
+    from iquitos_lightning.agents.guards import find_nonfinite, gradients_are_finite
+
+    awkward = [torch.tensor([1e-40, -0.0, 3.4e38, -3.4e38]), torch.randn(64, 70), torch.randn(3).double()]
+    before = [gradient.clone() for gradient in awkward]
+    assert bool(gradients_are_finite(awkward))
+    for gradient, kept in zip(awkward, before, strict=True):
+        assert torch.equal(gradient.view(torch.uint8), kept.view(torch.uint8))  # the bits, signed zero included
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        for position in range(len(awkward)):
+            broken = [gradient.clone() for gradient in awkward]
+            broken[position].view(-1)[-1] = bad
+            assert not bool(gradients_are_finite(broken)), (bad, position)
+    finite = {"loss_actor": torch.tensor(1.0)}
+    broken = [gradient.clone() for gradient in awkward]
+    broken[1][5, 7] = float("nan")
+    assert find_nonfinite(finite, {"loss_actor": broken}) == "gradient of loss_actor"  # no norm given: this kernel
+    assert find_nonfinite(finite, {"loss_actor": awkward}) is None
