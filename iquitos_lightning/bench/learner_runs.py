@@ -14,6 +14,7 @@ reads, not the work of a step, and the tiny site has none.
 from __future__ import annotations
 
 import copy
+import gc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from iquitos_lightning.agents import A2C, PPO, SAC, RLAgent
 from iquitos_lightning.agents.config import as_config
 from iquitos_lightning.bench.ours import FrameMarks
 from iquitos_lightning.bench.plain_loops import Mark, on_policy_settings, sac_settings, train_on_policy, train_sac
+from iquitos_lightning.bench.timing import setup_kept_out_of_collections
 from iquitos_lightning.bench.trainer import bare_trainer
 from iquitos_lightning.envs.factory import EnvConfig, twin_options
 from iquitos_lightning.envs.twin import make_twin
@@ -105,11 +107,13 @@ def agent_hparams(case: LearnerCase) -> dict[str, Any]:
 
 
 def run_project(case: LearnerCase, callbacks: Sequence[pl.Callback] = (), seed: int = 0) -> list[Mark]:
-    """Fit our agent of ``case`` through Lightning (the bench's bare Trainer); the marks after every rollout."""
+    """Fit our agent of ``case`` through Lightning (the bench's bare Trainer); the marks after every rollout. What
+    was built before training starts is kept out of the garbage collector's scans while it trains (as the plain
+    loop's setup: :func:`~.timing.setup_kept_out_of_collections`)."""
     pl.seed_everything(seed, verbose=False)
     agent = build_agent(case)
     marks = FrameMarks()
-    bare_trainer(accelerator="cpu", callbacks=[marks, *callbacks]).fit(agent)
+    bare_trainer(accelerator="cpu", callbacks=[marks, SetupKeptOutOfCollections(), *callbacks]).fit(agent)
     return marks.marks
 
 
@@ -120,6 +124,18 @@ def run_plain(case: LearnerCase, hparams: Mapping[str, Any], seed: int = 0) -> l
     config = as_config(EnvConfig, dict(hparams["env"]))
     twin = make_twin(config.site, **twin_options(config))  # bare: no step count, episode reward or finite check
     rollouts = int(hparams["rollout"]["frame_budget"]) // int(hparams["rollout"]["frames_per_batch"])
-    if case.algorithm == "SAC":
-        return train_sac(twin, sac_settings(dict(hparams)), rollouts)
-    return train_on_policy(twin, on_policy_settings(case.algorithm, dict(hparams)), rollouts)
+    with setup_kept_out_of_collections():
+        if case.algorithm == "SAC":
+            return train_sac(twin, sac_settings(dict(hparams)), rollouts)
+        return train_on_policy(twin, on_policy_settings(case.algorithm, dict(hparams)), rollouts)
+
+
+class SetupKeptOutOfCollections(pl.Callback):
+    """:func:`~.timing.setup_kept_out_of_collections` from the start of training to the end of the fit (teardown
+    runs on an error too), for our side."""
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        gc.freeze()
+
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        gc.unfreeze()

@@ -7,12 +7,14 @@ the per-round ratios cancel most of it.
 
 from __future__ import annotations
 
+import gc
 import os
 import platform
 import resource
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -36,6 +38,24 @@ def interleave(sides: dict[str, Callable[[], Rate]], rounds: int) -> dict[str, l
         for name, run in sides.items():
             results[name].append(run())
     return results
+
+
+@contextmanager
+def setup_kept_out_of_collections() -> Iterator[None]:
+    """Python's garbage collector leaves alone every object alive when this opens (``gc.freeze``), until it closes.
+
+    Why: a timed side builds its agent or networks, twin and Trainer first (and the bench builds an agent to read
+    the plain loop's settings), and that setup's garbage sets off one full collection a few seconds later, ~0.3 s
+    of scanning the interpreter's objects on the 2-core machine: inside a side's ~10-second window it moved a
+    round's rate by ~3 %, on either side, as the timing fell (measured with ``gc.callbacks``: one generation-2
+    collection in SAC's window on both sides, before PPO's plain window). Frozen objects are not scanned, so no such
+    collection happens in a window; collections of what a run creates go on as they would. The objects are handed
+    back to the collector when the side ends (``gc.unfreeze``), so a bench of many runs keeps nothing alive."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def median_rate(rates: Sequence[Rate], name: str) -> float:

@@ -226,3 +226,35 @@ def test_the_learner_section_times_ours_compiled_by_default_but_not_in_the_quick
     assert not learner_compiles(replace(BenchConfig(), compile=False))
     assert not learner_compiles(BenchConfig.quick())  # the test's run stays short
     assert learner_compiles(replace(BenchConfig.quick(), compile=True))
+
+
+def test_both_sides_keep_their_setup_out_of_collections_while_they_run_and_hand_it_back_after(
+    data_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ours from the start of training, the plain loop for its whole loop (bench/timing.py
+    ``setup_kept_out_of_collections``): a full collection of the setup's garbage lands in neither window."""
+    import gc
+
+    import lightning.pytorch as pl
+
+    from iquitos_lightning.bench import learner_runs
+
+    case = replace(LearnerConfig.quick(data_root=str(data_root)).case("A2C"), timed_rollouts=1)
+    frozen_at_batches: list[int] = []
+
+    class FreezeCount(pl.Callback):
+        def on_train_batch_end(self, *args: object) -> None:
+            frozen_at_batches.append(gc.get_freeze_count())
+
+    learner_runs.run_project(case, callbacks=[FreezeCount()])
+    assert frozen_at_batches and min(frozen_at_batches) > 0
+    assert gc.get_freeze_count() == 0
+
+    frozen_in_plain: list[int] = []
+    train = learner_runs.train_on_policy
+    monkeypatch.setattr(
+        learner_runs, "train_on_policy", lambda *args: frozen_in_plain.append(gc.get_freeze_count()) or train(*args)
+    )
+    learner_runs.run_plain(case, learner_runs.agent_hparams(case))
+    assert frozen_in_plain[0] > 0
+    assert gc.get_freeze_count() == 0

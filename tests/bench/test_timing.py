@@ -18,3 +18,30 @@ def test_median_ratio_is_numerator_rate_over_denominator_rate_per_round() -> Non
 def test_rounds_must_pair_up() -> None:
     with pytest.raises(ValueError):
         median_ratio([Rate(1.0, {"frames": 1})], [], "frames")
+
+
+def test_the_setup_is_kept_out_of_collections_only_while_a_side_runs_even_when_it_fails() -> None:
+    """A garbage cycle made before a timed side is not collected during it (no full collection scans the setup in
+    the window) and is collected once the side has ended, also after an error: the bench keeps nothing alive."""
+    import gc
+    import weakref
+
+    from iquitos_lightning.bench.timing import setup_kept_out_of_collections
+
+    class Node:
+        pass
+
+    def setup_garbage() -> weakref.ref:
+        node = Node()
+        node.itself = node  # a cycle: only the collector frees it
+        return weakref.ref(node)
+
+    gone = setup_garbage()
+    with pytest.raises(RuntimeError), setup_kept_out_of_collections():
+        assert gc.get_freeze_count() > 0
+        gc.collect()
+        assert gone() is not None  # frozen: not scanned
+        raise RuntimeError("a side that fails")
+    assert gc.get_freeze_count() == 0
+    gc.collect()
+    assert gone() is None
