@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import torch
 from lightning.pytorch.utilities import rank_zero_info
-from tensordict import TensorDictBase
+from tensordict import NestedKey, TensorDictBase
 from torchrl.data import TensorDictReplayBuffer
 
 from iquitos_lightning.agents.base import RLAgent
@@ -106,7 +106,7 @@ class OffPolicyAgent(RLAgent):
         cannot hold it, then allocate it (lazily: storage grows as it fills). Call once the networks exist."""
         example = self.train_env.fake_tensordict()
         self.exploration_policy(example)
-        footprint = buffer_footprint(self.buffer_config, example)
+        footprint = buffer_footprint(self.buffer_config, example, self.stored_keys())
         rank_zero_info(footprint.describe())
         check_footprint(footprint)
         self._replay_buffer = NonModule(make_replay_buffer(self.buffer_config, self.batch_size))
@@ -114,6 +114,11 @@ class OffPolicyAgent(RLAgent):
     @property
     def replay_buffer(self) -> TensorDictReplayBuffer:
         return self._replay_buffer.value
+
+    def stored_keys(self) -> list[NestedKey] | None:
+        """The entries of a transition the updates and health signals read: all the replay buffer keeps of it
+        (replay.transition_for_buffer; None: everything but the collector's bookkeeping)."""
+        return None
 
     def collector_options(self) -> dict[str, Any]:
         return {"init_random_frames": max(self.init_random_frames - self.frames_done, 0)}
@@ -127,7 +132,8 @@ class OffPolicyAgent(RLAgent):
         if self.reward_scale != 1.0:
             rollout = rollout.clone(recurse=False)  # the collector's rollout keeps its own rewards
             rollout["next", "reward"] = rollout["next", "reward"] * self.reward_scale
-        self.replay_buffer.extend(transition_for_buffer(n_step_transitions(rollout, self.gamma, self.n_steps)))
+        transitions = n_step_transitions(rollout, self.gamma, self.n_steps)
+        self.replay_buffer.extend(transition_for_buffer(transitions, self.stored_keys()))
         if self.frames_done < self.init_random_frames:
             return {"buffer_size": len(self.replay_buffer)}
         self.update_credit += rollout.numel() * self.updates_per_frame
@@ -161,5 +167,5 @@ class OffPolicyAgent(RLAgent):
 
     def load_agent_state(self, state: dict[str, Any]) -> None:
         self._replay_buffer = NonModule(make_replay_buffer(self.buffer_config, self.batch_size))
-        restore_buffer(self.replay_buffer, state["replay_buffer"])
+        restore_buffer(self.replay_buffer, state["replay_buffer"], self.stored_keys())
         self.update_credit = float(state["update_credit"])

@@ -19,7 +19,7 @@ import math
 from typing import Any
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import NestedKey, TensorDictBase
 from torch.optim import Adam
 
 from iquitos_lightning.agents.config import RolloutConfig, check_fraction, check_learning_rates
@@ -178,6 +178,18 @@ class SAC(OffPolicyAgent):
     @property
     def evaluated_policy(self):
         return self.actor if self.averaged_actor is None else self.averaged_actor.module
+
+    def stored_keys(self) -> list[NestedKey]:
+        """What SAC's updates and health signals read of a transition: TorchRL's ``SACLoss.in_keys`` (the action,
+        the next reward and end flags, the actor's inputs now and next, the Q networks' inputs), the Q networks'
+        other inputs at the next state (the critic's hindsight, envs/hindsight.py: the target reads them, though
+        ``in_keys`` leaves them out) and the n-step discount's step count (multi_step.py). A key missing here would
+        fail the first update, loudly."""
+        loss = self.loss_module
+        action = loss.tensor_keys.action
+        next_q_inputs = [("next", key) for key in loss.qvalue_network.in_keys if key != action]
+        steps = loss.value_estimator.tensor_keys.steps_to_next_obs
+        return list(dict.fromkeys([*loss.in_keys, *next_q_inputs, steps]))
 
     def configure_optimizers(self) -> Adam:
         """One Adam with a parameter group per network, each at its learning rate: the arithmetic of three Adams

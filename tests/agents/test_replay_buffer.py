@@ -78,3 +78,36 @@ def test_memmap_buffer_checks_the_disk(tmp_path):
     footprint = buffer_footprint(ReplayBufferConfig(capacity=1000, storage="memmap", memmap_dir=str(tmp_path)), example)
     assert footprint.where == str(tmp_path) and footprint.available_bytes > 0
     check_footprint(footprint)
+
+
+def test_sac_stores_only_what_its_updates_read_and_resumes_a_buffer_saved_with_every_entry(tmp_path):
+    """The collector's rollout holds the policy's location and scale, episode returns and step counts, which no SAC
+    update reads: the buffer leaves them out (replay.transition_for_buffer), its footprint counts what it keeps, and
+    a buffer saved when every entry was stored refills the leaner one and takes new transitions after it."""
+    from tensordict import TensorDict
+
+    from iquitos_lightning.agents.replay import transition_for_buffer
+
+    agent = small_sac(200)
+    cpu_trainer(tmp_path).fit(agent)
+    assert agent.updates_done > 0  # the updates ran on what was stored
+    stored = agent.replay_buffer.storage.get(slice(0, 1))
+    kept = set(stored.keys(include_nested=True, leaves_only=True))
+    assert {"observation", "action", ("next", "observation"), ("next", "reward"), ("next", "terminated")} <= kept
+    assert not kept & {"loc", "scale", "step_count", ("next", "episode_reward"), ("next", "truncated")}
+    example = agent.train_env.fake_tensordict()
+    with torch.no_grad():
+        agent.actor(example)
+    footprint = buffer_footprint(ReplayBufferConfig(capacity=10), example, agent.stored_keys())
+    assert footprint.bytes_per_transition == bytes_per_transition(stored[0]) < bytes_per_transition(example)
+
+    with torch.no_grad():
+        rollout = agent.actor(agent.train_env.rollout(6, agent.actor))
+    saved_before = make_replay_buffer(ReplayBufferConfig(capacity=10), batch_size=4)
+    saved_before.extend(transition_for_buffer(rollout))  # every entry, as before
+    restored = make_replay_buffer(ReplayBufferConfig(capacity=10), batch_size=4)
+    restore_buffer(restored, buffer_contents(saved_before), agent.stored_keys())
+    restored.extend(transition_for_buffer(rollout, agent.stored_keys()))
+    assert len(restored) == 10
+    assert set(restored.storage.get(slice(0, 1)).keys(include_nested=True, leaves_only=True)) == kept
+    assert isinstance(restored.sample(), TensorDict)

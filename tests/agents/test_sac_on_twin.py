@@ -8,6 +8,7 @@ import torch
 from agents_testkit import cpu_trainer
 
 from iquitos_lightning.agents import SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
+from iquitos_lightning.envs.hindsight import HINDSIGHT
 
 TINY = str(Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml")
 
@@ -98,3 +99,36 @@ def test_the_automatic_target_entropy_counts_one_envs_actions_not_the_batchs(tmp
     assert tuple(agent.train_env.action_spec.shape) == (4, 2)
     assert float(agent.loss_module.target_entropy) == -2.0
     assert float(residual_sac(tmp_path, target_entropy=-0.5).loss_module.target_entropy) == -0.5
+
+
+def test_storing_only_what_sac_reads_trains_the_weights_storing_everything_does(tmp_path, monkeypatch):
+    """With the critic's hindsight (a Q input the library's ``in_keys`` leaves out at the next state) and 3-step
+    returns (the estimator's step count), the lean buffer (SAC.stored_keys) gives the same weights, bit for bit, as
+    one that keeps every entry: nothing an update reads is left out."""
+
+    def fit() -> SAC:
+        torch.manual_seed(0)
+        agent = SAC(
+            env=EnvConfig(
+                site=TINY, data_root=str(tmp_path / "data"), backend="twin", num_envs=4, critic_forecasts="oracle"
+            ),
+            rollout=RolloutConfig(frame_budget=96, frames_per_batch=32, eval_every_frames=96, eval_episodes=0),
+            buffer=ReplayBufferConfig(capacity=1_000),
+            hidden_sizes=(16, 16),
+            batch_size=16,
+            init_random_frames=32,
+            n_steps=3,
+        )
+        cpu_trainer(limit_val_batches=0).fit(agent)
+        assert agent.updates_done == 96  # one per frame from the batch that completes the random frames on
+        return agent
+
+    lean = fit()
+    stored = set(lean.replay_buffer.storage.get(slice(0, 1)).keys(include_nested=True, leaves_only=True))
+    assert {("next", HINDSIGHT), "steps_to_next_obs"} <= stored
+    assert "loc" not in stored
+    monkeypatch.setattr(SAC, "stored_keys", lambda self: None)  # every entry but the collector's
+    everything = fit()
+    assert "loc" in everything.replay_buffer.storage.get(slice(0, 1)).keys()
+    for name, tensor in lean.state_dict().items():
+        assert torch.equal(tensor, everything.state_dict()[name]), name
