@@ -64,7 +64,7 @@ def _probe(site: str, data_root: str, capacity: int, storage: str, frames: int) 
         cuda = torch.cuda.is_available()
         trainer = bare_trainer()
         trainer.fit(agent)
-        per_transition = bytes_per_transition(agent.train_env.fake_tensordict())
+        per_transition = bytes_per_transition(agent.train_env.fake_tensordict(), agent.stored_keys())  # what it keeps
         return {
             "peak_rss_mib": peak_rss_bytes() / 2**20,
             "peak_vram_mib": torch.cuda.max_memory_allocated() / 2**20 if cuda else None,
