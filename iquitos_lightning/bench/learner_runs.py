@@ -14,8 +14,8 @@ reads, not the work of a step, and the tiny site has none.
 from __future__ import annotations
 
 import copy
-import gc
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,8 +134,11 @@ class SetupKeptOutOfCollections(pl.Callback):
     """:func:`~.timing.setup_kept_out_of_collections` from the start of training to the end of the fit (teardown
     runs on an error too), for our side."""
 
+    def __init__(self) -> None:
+        self._open = ExitStack()
+
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        gc.freeze()
+        self._open.enter_context(setup_kept_out_of_collections())
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        gc.unfreeze()
+        self._open.close()
