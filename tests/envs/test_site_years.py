@@ -123,3 +123,12 @@ def test_the_training_env_trains_on_the_listed_years_and_refuses_them_elsewhere(
     with pytest.raises(ValueError, match="record=True"):
         years = site_years(TINY, [101, 102], data_root)
         IquitosTwin(built_site(TINY, data_root).schema_path, env.series, years=years, record=True)
+
+
+def test_training_on_the_reported_year_is_refused(data_root: Path) -> None:
+    """The site's own seed is the year every evaluation and table reports: training on it is refused, alone or
+    among other years, in one line that names it."""
+    for years in ([7], [101, 7]):
+        with pytest.raises(ValueError, match="train_site_seeds includes 7, the site's own year"):
+            EnvConfig(site=str(TINY), data_root=str(data_root), backend="twin", actions=FLEET, train_site_seeds=years)
+    EnvConfig(site=str(TINY), data_root=str(data_root), backend="twin", actions=FLEET, train_site_seeds=[101, 102])
