@@ -107,6 +107,39 @@ def _project_parser() -> argparse.ArgumentParser:
         help="extra fit override, for every run or one agent's, e.g. ppo:model.init_args.epochs=4 (repeatable)",
     )
     _add_tune_parser(commands)
+    reference = commands.add_parser(
+        "tune-reference", help="tune the practitioner's MPC (mpc_robust) on the training years with Optuna"
+    )
+    reference.add_argument("--site", type=Path, default=DEFAULT_SITE, help="site profile YAML (default: %(default)s)")
+    reference.add_argument("--trials", type=int, default=8, help="trials the study holds when done (default: 8)")
+    reference.add_argument(
+        "--years",
+        default="2030,2031,2032,2033",
+        help="site seeds to tune on (default: the training years)",
+    )
+    reference.add_argument("--seed", type=int, default=0, help="TPE sampler seed (default: %(default)s)")
+    reference.add_argument("--results", type=Path, default=Path("results"), help="results root (default: %(default)s)")
+    reference.add_argument(
+        "--runs", type=Path, default=Path("runs/tune-reference"), help="study journal folder (default: %(default)s)"
+    )
+    reference.add_argument(
+        "--out",
+        type=Path,
+        default=Path("configs/tuned/mpc_robust_tariff.yaml"),
+        help="tuned knobs YAML",
+    )
+    years = commands.add_parser(
+        "test-years", help="every reference and each compare run's best.ckpt on test years: the reviewers' table"
+    )
+    years.add_argument("--site", type=Path, default=DEFAULT_SITE, help="site profile YAML (default: %(default)s)")
+    years.add_argument(
+        "--agents", default="sac,ppo,a2c", help="agents whose compare runs to test (default: %(default)s)"
+    )
+    years.add_argument("--years", default="2040,2041,2042,2043,2044", help="test site seeds (default: %(default)s)")
+    years.add_argument(
+        "--runs", type=Path, default=Path("runs/compare"), help="compare's runs root (default: %(default)s)"
+    )
+    years.add_argument("--results", type=Path, default=Path("results"), help="results root (default: %(default)s)")
     return parser
 
 
@@ -324,6 +357,46 @@ def _run_project_command(args: list[str]) -> int:
         except CompareError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
+    if namespace.command == "tune-reference":
+        # lazy: optuna only for this command
+        from iquitos_lightning.errors import ConfigError
+        from iquitos_lightning.experiments.tune_reference import ReferenceTuneSettings, run_tune_reference
+
+        try:
+            years = tuple(int(year) for year in namespace.years.split(",") if year.strip())
+            settings = ReferenceTuneSettings(
+                site=namespace.site,
+                trials=namespace.trials,
+                years=years,
+                seed=namespace.seed,
+                runs=namespace.runs,
+                results=namespace.results,
+                out=namespace.out,
+                command=args,
+            )
+            run_tune_reference(settings)
+        except (ConfigError, ValueError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        return 0
+    if namespace.command == "test-years":
+        # lazy: each command loads only what it runs
+        from iquitos_lightning.errors import ConfigError
+        from iquitos_lightning.experiments.test_years import run_test_years
+
+        try:
+            run_test_years(
+                namespace.site,
+                [agent.strip() for agent in namespace.agents.split(",") if agent.strip()],
+                tuple(int(year) for year in namespace.years.split(",") if year.strip()),
+                namespace.runs,
+                namespace.results,
+                args,
+            )
+        except (ConfigError, ValueError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        return 0
     if namespace.command == "baselines":
         # lazy: each command loads only what it runs (build-site must not pay for torch and Lightning)
         from iquitos_lightning.control.baselines import run_baselines

@@ -67,6 +67,21 @@ class MPCController:
             return values[t : t + hours]
         return np.concatenate([[now], ahead[t, : hours - 1]])
 
+    def _planned_pv_and_mall(self, state: SiteState, t: int, hours: int) -> tuple[np.ndarray, np.ndarray]:
+        """[hours] PV and mall load the window plans with: this hour's observed, the later ones forecast."""
+        pv = self._profile(self.series.pv_kw, self.pv_ahead, state.pv_kw, t, hours)
+        mall = self._profile(self.series.mall_kw, self.mall_ahead, state.mall_kw, t, hours)
+        return pv, mall
+
+    def _coming_sessions(self, t: int, hours: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """EV sessions that arrive after hour ``t`` inside the window, as (socket, start, end, need kWh) with start
+        and end in window hours: the true ones with ``perfect`` forecasts, none with ``forecast``."""
+        if self.forecast != "perfect":
+            empty = np.zeros(0, dtype=int)
+            return empty, empty, empty, np.zeros(0)
+        coming = np.flatnonzero((self.arrival > t) & (self.arrival < t + hours))
+        return self.socket[coming], self.arrival[coming] - t, self.departure[coming] - t, self.need[coming]
+
     def act(self, state: SiteState) -> np.ndarray:
         t = state.time_step
         hours = min(self.horizon, self.series.hours - t)
@@ -75,22 +90,20 @@ class MPCController:
         need_now = (
             np.clip(state.socket_required_soc - state.socket_soc, 0.0, None)[connected] * self.battery_kwh[connected]
         )
-        socket, start, end, need = [connected], [np.zeros(len(connected), dtype=int)], [left], [need_now]
-        if self.forecast == "perfect":
-            coming = np.flatnonzero((self.arrival > t) & (self.arrival < t + hours))
-            socket.append(self.socket[coming])
-            start.append(self.arrival[coming] - t)
-            end.append(self.departure[coming] - t)
-            need.append(self.need[coming])
-        socket, start, end, need = (np.concatenate(parts) for parts in (socket, start, end, need))
+        coming = self._coming_sessions(t, hours)
+        socket, start, end, need = (
+            np.concatenate([now, later])
+            for now, later in zip((connected, np.zeros(len(connected), dtype=int), left, need_now), coming, strict=True)
+        )
         charger = self.charger_kw[socket]
         beyond = np.clip(end - hours, 0, None)
         need = np.clip(need - charger * beyond, 0.0, None)  # what full power after the horizon cannot do
         end = np.minimum(end, hours)
         months = self.month[t : t + hours]
+        pv_kw, mall_kw = self._planned_pv_and_mall(state, t, hours)
         window = Window(
-            pv_kw=self._profile(self.series.pv_kw, self.pv_ahead, state.pv_kw, t, hours),
-            mall_kw=self._profile(self.series.mall_kw, self.mall_ahead, state.mall_kw, t, hours),
+            pv_kw=pv_kw,
+            mall_kw=mall_kw,
             price_per_kwh=self.series.price_per_kwh[t : t + hours],
             carbon_kg_per_kwh=self.series.carbon_intensity_kg_per_kwh[t : t + hours],
             in_peak_window=self.in_peak[t : t + hours],

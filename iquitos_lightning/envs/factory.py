@@ -298,6 +298,14 @@ def make_env(config: EnvConfig, *, evaluation: bool = False, selection: bool = F
     return _make_single_env(config, config.eval_seed if evaluation else config.seed, evaluation=evaluation)
 
 
+def make_year_env(config: EnvConfig, seed: int) -> EnvBase:
+    """The evaluation env of the site profile's year ``seed`` (a test year, envs/site_data.py ``site_year``): the
+    run's layout, objective, forecasts and evaluation simulator, on a year it neither trained on nor was chosen on."""
+    if config.name != IQUITOS:
+        raise ValueError("a site year needs the Iquitos site (model.env.name: iquitos)")
+    return _make_single_env(config, config.eval_seed, evaluation=True, site=site_year(config.site, seed))
+
+
 def env_specs(config: EnvConfig) -> EnvBase:
     """An env with the specs of ``make_env(config)``'s training env, for sizing a run before the agent exists.
 

@@ -184,6 +184,34 @@ class TariffReward:
         return -amount / self.scale
 
 
+def monthly_bill(flows: pd.DataFrame, site_config: SiteConfig, weights: TariffWeights | None = None) -> pd.DataFrame:
+    """The bill of :func:`tariff_bill` split by month: energy (imports x price), CO2 term, demand charge (that month's
+    peak-window peak x rate) and their sum; one row per month (index 1..12 for a calendar year). Why: a year's
+    single number hides whether a controller loses on energy or on one month's peak."""
+    weights = weights or TariffWeights()
+    imports = flows["grid_import_kw"].to_numpy(dtype=float)
+    hours = len(imports)
+    window = peak_window_steps(site_config, hours)
+    month = np.cumsum(month_start_steps(site_config, hours)) - 1
+    months = int(month.max(initial=-1)) + 1
+    peaks = np.zeros(months)
+    np.maximum.at(peaks, month[window], imports[window])
+    energy = np.bincount(month, imports * flows["price_per_kwh"].to_numpy(dtype=float), minlength=months)
+    co2 = np.bincount(month, imports * flows["carbon_intensity_kg_per_kwh"].to_numpy(dtype=float), minlength=months)
+    table = pd.DataFrame(
+        {
+            "energy": energy,
+            "co2_term": co2 * weights.co2_price_per_kg,
+            "demand_charge": site_config.grid.demand_charge_per_kw_month * peaks,
+            "peak_window_kw": peaks,
+            "max_import_kw": np.maximum.reduceat(imports, np.flatnonzero(np.r_[True, np.diff(month) != 0])),
+        },
+        index=pd.RangeIndex(1, months + 1, name="month"),
+    )
+    table["bill"] = table["energy"] + table["co2_term"] + table["demand_charge"]
+    return table
+
+
 def tariff_bill(flows: pd.DataFrame, site_config: SiteConfig, weights: TariffWeights | None = None) -> dict[str, float]:
     """The year's bill from a flow table: energy, demand charge, CO2 term and their sum (``tariff_cost``)."""
     weights = weights or TariffWeights()

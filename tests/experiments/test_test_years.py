@@ -1,0 +1,98 @@
+"""``test-years`` (experiments/test_years.py) on the tiny site: references and a trained run's ``best.ckpt`` on years
+the run never saw, the regret ladder and the monthly split; and the MPC's tuning (experiments/tune_reference.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from iquitos_lightning.cli import run_lightning_cli
+from iquitos_lightning.control.robust_mpc import RobustSettings, load_settings
+from iquitos_lightning.errors import ConfigError
+from iquitos_lightning.experiments.test_years import agent_on_years, references_of_year, run_test_years
+from iquitos_lightning.experiments.tune_reference import ReferenceTuneSettings, run_tune_reference
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "configs" / "site" / "tiny.yaml"  # site seed 7: the reported year
+
+
+@pytest.fixture(scope="module")
+def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A compare-shaped run: 336 tiny-site frames on the twin (tariff), evaluated every 56 with selection year 8,
+    ending with the test of ``best.ckpt`` on the twin."""
+    root = tmp_path_factory.mktemp("runs")
+    run = root / "tiny" / "tariff" / "sac-seed0"
+    sys.argv = sys.argv[:1]
+    code = run_lightning_cli(["fit", "--config", str(REPO / "configs" / "smoke.yaml"),
+                              f"--trainer.logger.init_args.save_dir={run.parent}",
+                              f"--trainer.logger.init_args.name={run.name}",
+                              f"--checkpoint.dirpath={run / 'checkpoints'}",
+                              "--tracking.wandb=false", "--model.init_args.rollout.frame_budget=336",
+                              "--model.init_args.rollout.eval_every_frames=56", "--model.init_args.env.backend=twin",
+                              "--model.init_args.env.num_envs=4", "--model.init_args.env.actions=fleet",
+                              "--model.init_args.env.objective=tariff", "--model.init_args.env.eval_backend=twin",
+                              "--model.init_args.env.validation_site_seed=8", "--final_test.backend=twin",
+                              "--final_test.policy=best"])  # fmt: skip
+    assert code == 0
+    return root
+
+
+def test_a_runs_best_checkpoint_on_its_own_year_bills_what_its_final_test_billed(runs_root: Path) -> None:
+    run = runs_root / "tiny" / "tariff" / "sac-seed0"
+    tested = json.loads((run / "report" / "test-twin" / "kpis.json").read_text())
+    again = agent_on_years(run, (7,))[7]
+    assert again["tariff_cost"] == pytest.approx(tested["tariff_cost"], rel=1e-6)
+    assert again["frames_trained"] == json.loads((run / "kpis.json").read_text())["frames_trained"]
+    other = agent_on_years(run, (9,))[9]
+    assert other["tariff_cost"] != pytest.approx(tested["tariff_cost"], rel=1e-3)  # another year, another bill
+
+
+def test_test_years_tabulates_references_and_agents_with_the_ladder_and_months(runs_root: Path, tmp_path):
+    cache = tmp_path / "cache"
+    with pytest.raises(ConfigError, match="other than the site's own 7"):
+        run_test_years(TINY, ["sac"], (7, 9), runs_root, tmp_path / "results", ["test-years"], cache_root=cache)
+    command = ["test-years", "--site", "tiny"]
+    out = run_test_years(TINY, ["sac"], (9, 10), runs_root, tmp_path / "results", command, cache_root=cache)
+    summary = json.loads((out / "test_years_tariff.json").read_text())
+    table = summary["table"]
+    assert table["optimum_tariff"]["gap_closed_pct"] == pytest.approx(100.0)
+    assert table["rule_based"]["gap_closed_pct"] == pytest.approx(0.0, abs=1e-9)
+    assert table["sac"]["samples"] == 2 and summary["test_years"] == [9, 10]
+    for name, row in table.items():
+        assert row["bill"] >= table["optimum_tariff"]["bill"] * (1 - 1e-6), name  # LP tolerance
+        assert row["max_import_kw"] > 0 and 1 <= row["worst_month"] <= 12
+    assert table["mpc_perfect_tariff"]["gap_closed_pct"] > table["mpc_forecast_tariff"]["gap_closed_pct"]
+    markdown = (out / "test_years_tariff.md").read_text()
+    assert "Made by `python -m iquitos_lightning test-years --site tiny`" in markdown and "| sac |" in markdown
+    assert (out / "regret_ladder_tariff.png").stat().st_size > 10_000
+    monthly = (out / "monthly_bill_tariff.csv").read_text().splitlines()
+    assert monthly[0] == "row,month,energy_and_co2,demand_charge" and len(monthly) > 7
+    # the references of a year are read back from their cache: an edited cache is what a rerun reports
+    cached = next((cache / "tiny").glob("references-9-*.json"))
+    rows = json.loads(cached.read_text())
+    rows["rule_based"]["tariff_cost"] = 123.0
+    cached.write_text(json.dumps(rows))
+    assert references_of_year(TINY, 9, cached.parent, console=None)["rule_based"]["tariff_cost"] == 123.0
+
+
+def test_the_mpc_is_tuned_on_the_training_years_resumably_and_its_knobs_written(tmp_path):
+    settings = ReferenceTuneSettings(
+        site=TINY, trials=2, years=(8, 9), runs=tmp_path / "study", results=tmp_path / "results",
+        out=tmp_path / "tuned.yaml", command=["tune-reference", "--trials", "2"],
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match="the site's own"):
+        run_tune_reference(ReferenceTuneSettings(site=TINY, years=(7, 8)))
+    best = run_tune_reference(settings)
+    written = yaml.safe_load(settings.out.read_text())["settings"]
+    assert load_settings(settings.out) == best and set(written) == set(vars(RobustSettings()))
+    table = (tmp_path / "results" / "tiny" / "tune_mpc_robust_tariff.csv").read_text().splitlines()
+    assert len(table) == 3 and "gap_8" in table[0]  # two trials, each with its years' gaps
+    first = table[1].split(",")
+    assert first[table[0].split(",").index("envelope_days")] == "3"  # trial 0 is the hand-set hedge
+    settings.trials = 3  # the same study goes on: one trial more, none repeated
+    run_tune_reference(settings)
+    assert len((tmp_path / "results" / "tiny" / "tune_mpc_robust_tariff.csv").read_text().splitlines()) == 4
