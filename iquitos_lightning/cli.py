@@ -76,7 +76,12 @@ from iquitos_lightning.training.callbacks import (
     interrupt,
 )
 from iquitos_lightning.training.checkpoint_io import SafeCheckpointIO
-from iquitos_lightning.training.final_evaluation import FinalTest, refuse_best_without_selection, run_final_test
+from iquitos_lightning.training.final_evaluation import (
+    FinalTest,
+    print_test_figures,
+    refuse_best_without_selection,
+    run_final_test,
+)
 from iquitos_lightning.training.quiet import quiet_library_noise
 from iquitos_lightning.training.run_folder import RunOptions, claim_run_folder, move_aside
 from iquitos_lightning.training.tracking import TrackingConfig, resolve_wandb_mode, wandb_loggers
@@ -233,6 +238,10 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
         final_test = self.config[self.subcommand].final_test
         if final_test.backend is not None and not interrupt_requested():
             run_final_test(self.trainer, self.model, final_test.backend, final_test.policy)
+
+    def after_test(self) -> None:
+        """``test`` prints the bill and the gap on the year it tested, as the final test of a ``fit`` does."""
+        print_test_figures(self.model)
 
     @staticmethod
     def _claim_run_folder(config: Any) -> tuple[Path, ...]:

@@ -7,6 +7,7 @@ series); both call :func:`built_site`, so a path, a cache folder or a config obj
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -32,7 +33,10 @@ def site_year(site: str | Path | SiteConfig, seed: int) -> SiteConfig:
     config = site_config_of(site)
     if seed == config.seed:
         return config
-    return dataclasses.replace(config, name=f"{config.name}-seed{seed}", seed=seed)
+    # a year's own profile file (configs/site/test-years/) is named <name>-seed<its seed>: its other years are the
+    # base profile's, and are built once under the same names
+    base = re.sub(r"-seed\d+$", "", config.name)
+    return dataclasses.replace(config, name=f"{base}-seed{seed}", seed=seed)
 
 
 def site_years(site: str | Path | SiteConfig, seeds: Sequence[int], data_root: Path) -> list[SiteSeries]:

@@ -111,9 +111,13 @@ def final_figures(row: dict) -> str:
     return ", ".join(figures)
 
 
-def gap_line(row: dict, site: Path, objective: str, results: Path = RESULTS) -> str | None:
+def gap_line(
+    row: dict, site: Path, objective: str, results: Path = RESULTS, *, compute_missing: bool = False
+) -> str | None:
     """The test's share of the rule-to-optimum gap on ``objective``, from this site's ``baselines.json`` (the
-    references the README's tables use); None when there is none for this exact site config (run ``baselines``)."""
+    references the README's tables use). With no such file for this exact site config: None, or with
+    ``compute_missing`` on the tariff objective, that year's rule-based and optimum bills computed now on the twin (a
+    test year of the profile has no ``baselines.json``: configs/site/test-years/)."""
     if objective not in OBJECTIVE_VALUE:
         return None
     # lazy: the references' module loads CityLearn, which `fit` on a Gymnasium env must not need
@@ -121,15 +125,43 @@ def gap_line(row: dict, site: Path, objective: str, results: Path = RESULTS) -> 
 
     site_config = load_site_config(site)
     references = current_references(results, site_config)
-    if references is None:
-        return None
-    path = results / site_config.name / "baselines.json"
     column, what = OBJECTIVE_VALUE[objective]
-    values = references["objectives"][objective]
-    rule, best = values["rule_based"][column], values[f"optimum_{objective}"][column]
+    if references is None:
+        if not (compute_missing and objective == TARIFF):
+            return None
+        rule, best = year_ends(site_config)
+        source = f"this year's references, computed now on the twin: no {results / site_config.name}/baselines.json"
+    else:
+        values = references["objectives"][objective]
+        rule, best = values["rule_based"][column], values[f"optimum_{objective}"][column]
+        source = str(results / site_config.name / "baselines.json")
     mine = row["tariff_cost"] if objective == TARIFF else row["episode_return"]
     shown = ",.0f" if objective == TARIFF else ",.2f"
     return (
         f"{gap_closed_pct(mine, rule, best):.1f} % of the rule-to-optimum gap on {objective} (rule-based {what} "
-        f"{rule:{shown}}, optimum {best:{shown}}: {path})"
+        f"{rule:{shown}}, optimum {best:{shown}}: {source})"
     )
+
+
+def year_ends(site_config: Any) -> tuple[float, float]:
+    """The rule-based controller's and the tariff optimum's bills of ``site_config``'s year, on the twin."""
+    # lazy: the LP and the twin only when a test year asks
+    from iquitos_lightning.control.site_years import OPTIMUM, RULE, reference_controllers, run_year, year_env
+
+    env = year_env(site_config, site_config.seed)
+    makers = reference_controllers(env, None)
+    bills = {name: run_year(env, makers[name](), site_config.seed).tariff_cost for name in (RULE, OPTIMUM)}
+    return bills[RULE], bills[OPTIMUM]
+
+
+def print_test_figures(model: Any) -> None:
+    """After ``test``: the bill and, on the Iquitos site, the gap against that year's references (any year of the
+    profile: the references are computed when the year has no ``baselines.json``)."""
+    row = model.test_kpi_row() if isinstance(model, RLAgent) else None
+    if row is None:
+        return
+    print(f"test on {model.env_config.eval_backend}: {final_figures(row)}", flush=True)
+    env = model.env_config
+    gap = gap_line(row, Path(env.site), env.objective, compute_missing=True) if env.name == IQUITOS else None
+    if gap is not None:
+        print(gap, flush=True)

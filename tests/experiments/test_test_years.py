@@ -96,3 +96,21 @@ def test_the_mpc_is_tuned_on_the_training_years_resumably_and_its_knobs_written(
     settings.trials = 3  # the same study goes on: one trial more, none repeated
     run_tune_reference(settings)
     assert len((tmp_path / "results" / "tiny" / "tune_mpc_robust_tariff.csv").read_text().splitlines()) == 4
+
+
+def test_test_on_another_year_prints_the_bill_and_the_gap_against_that_years_references(runs_root, tmp_path, capsys):
+    """``test --ckpt_path ... --model.init_args.env.site <a year's profile>``: the year has no baselines.json, so its
+    rule-based and optimum bills are computed on the twin; the bill is the one ``test-years`` measures there."""
+    run = runs_root / "tiny" / "tariff" / "sac-seed0"
+    year = tmp_path / "tiny-seed9.yaml"
+    year.write_text(f"base: {TINY}\nname: tiny-seed9\nseed: 9\n")
+    sys.argv = sys.argv[:1]
+    code = run_lightning_cli(["test", "--config", str(next(run.glob("version_*/config.yaml"))),
+                              "--ckpt_path", str(run / "checkpoints" / "best.ckpt"),
+                              "--model.init_args.env.site", str(year), "--tracking.wandb=false",
+                              f"--trainer.logger.init_args.save_dir={tmp_path}"])  # fmt: skip
+    said = capsys.readouterr().out
+    assert code == 0
+    bill = agent_on_years(run, (9,))[9]["tariff_cost"]
+    assert "test on twin: episode return" in said and f"bill {bill:,.0f} PEN" in said
+    assert "% of the rule-to-optimum gap on tariff" in said and "computed now on the twin" in said
