@@ -97,6 +97,12 @@ def _project_parser() -> argparse.ArgumentParser:
         default=1,
         help="training runs per reported seed, the best on the selection year reported (needs one; default: 1)",
     )
+    compare.add_argument(
+        "--test-years",
+        default="",
+        help="site seeds to test every reference and each run's best.ckpt on at the end, e.g. 2040,2041,2042,2043,2044"
+        " (test-years; default: none)",
+    )
     compare.add_argument("--results", type=Path, default=Path("results"), help="results root (default: %(default)s)")
     compare.add_argument("--runs", type=Path, default=Path("runs/compare"), help="runs root (default: %(default)s)")
     compare.add_argument(
@@ -325,6 +331,7 @@ def _run_project_command(args: list[str]) -> int:
                 args,
                 evaluations=namespace.evaluations,
                 restarts=namespace.restarts,
+                test_years=tuple(int(year) for year in namespace.test_years.split(",") if year.strip()),
             )
         except CompareError as error:
             print(f"error: {error}", file=sys.stderr)

@@ -188,3 +188,15 @@ def test_compare_runs_end_to_end_on_the_tiny_site_and_keeps_finished_runs(tmp_pa
     second = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     assert second.returncode == 0, second.stderr[-3000:]
     assert second.stdout.count(": kept") == 3 and "trained in" not in second.stdout
+
+
+def test_test_years_are_refused_for_runs_without_a_selection_year_or_off_the_tariff(tmp_path):
+    from iquitos_lightning.experiments.compare import run_compare
+    from iquitos_lightning.experiments.launchers import LauncherOptions
+
+    for profile in ("per_socket_cpu", "cpu"):  # the thesis objective; the card's SAC without its selection year
+        overrides = [] if profile == "per_socket_cpu" else ["model.init_args.env.validation_site_seed=null"]
+        with pytest.raises(CompareError, match="--test-years tests best.ckpt on the tariff objective"):
+            run_compare(TINY, ["sac"], 1, 256, profile, tmp_path / "results", tmp_path / "runs", LauncherOptions(),
+                        overrides, ["compare"], test_years=(9,))  # fmt: skip
+    assert not (tmp_path / "results").exists()  # refused before the references are made

@@ -459,8 +459,10 @@ def run_compare(
     console: Console | None = None,
     evaluations: int = 1,
     restarts: int = 1,
+    test_years: tuple[int, ...] = (),
 ) -> Path:
-    """The whole command: references, runs, aggregation, outputs. Returns ``results/<site>/``.
+    """The whole command: references, runs, aggregation, outputs. Returns ``results/<site>/``. With ``test_years``
+    it ends with every reference and each run's ``best.ckpt`` on those years (experiments/test_years.py).
 
     The references are made (when missing) before the launcher starts: a Ray cluster is joined only for the runs.
     """
@@ -471,6 +473,11 @@ def run_compare(
     if len(objectives) != 1:
         raise CompareError(f"the agents' profiles train on different objectives ({sorted(objectives)}): one table each")
     objective = objectives.pop()
+    if test_years and (objective != "tariff" or any(spec.selection_seed is None for spec in specs)):
+        raise CompareError(
+            "--test-years tests best.ckpt on the tariff objective: every profile needs objective tariff and a "
+            "selection year (env.validation_site_seed)"
+        )
     launcher.check()  # a bad --launcher/--address is refused before the references are made
     references = reference_kpis(site_path, results_root, console)
     with launcher.make() as pool:
@@ -518,6 +525,11 @@ def run_compare(
     console.print(f"Wrote {out_dir}/ ({stem}.md, .csv, .json, {curves_png.name}, {bars_png.name})")
     if failed:
         raise CompareError(f"{len(failed)} run(s) failed: {', '.join(failed)} (logs: <run>/compare.log)")
+    if test_years:
+        # lazy: the test years' module loads the MPCs and, for the agents, torch
+        from iquitos_lightning.experiments.test_years import run_test_years
+
+        run_test_years(site_path, list(agents), tuple(test_years), runs_root, results_root, command, console)
     return out_dir
 
 
