@@ -389,7 +389,7 @@ def _run_project_command(args: list[str]) -> int:
     if namespace.command == "test-years":
         # lazy: each command loads only what it runs
         from iquitos_lightning.errors import ConfigError
-        from iquitos_lightning.experiments.test_years import run_test_years
+        from iquitos_lightning.experiments.unseen_years import run_test_years
 
         try:
             run_test_years(

@@ -52,6 +52,7 @@ from iquitos_lightning.control.baselines import current_references, run_baseline
 from iquitos_lightning.envs.actions import FLAT_RULE_RESIDUAL, RULE_RESIDUAL, SHAVER_RESIDUAL
 from iquitos_lightning.experiments.launchers import Launcher, LauncherOptions
 from iquitos_lightning.experiments.profiles import EXPERIMENTS, find_profile, profile_files
+from iquitos_lightning.experiments.provenance import git_revision
 from iquitos_lightning.report.comparison import (
     EV_SERVICE_TOLERANCE,
     comparison_markdown,
@@ -395,16 +396,6 @@ def run_all(specs: list[RunSpec], launcher: Launcher[RunSpec, RunOutcome], conso
     return [outcomes[index] for index in range(len(specs))]
 
 
-def git_revision() -> str:
-    """The commit the code ran at (``+dirty`` when the tree has changes), or ``unknown`` outside git."""
-    try:
-        revision = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
-        return revision.strip() + ("+dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def run_metadata(command: list[str], specs: list[RunSpec], outcomes: list[RunOutcome], **settings: Any) -> dict:
     """What the JSON records about how the table was made."""
     return {
@@ -462,7 +453,7 @@ def run_compare(
     test_years: tuple[int, ...] = (),
 ) -> Path:
     """The whole command: references, runs, aggregation, outputs. Returns ``results/<site>/``. With ``test_years``
-    it ends with every reference and each run's ``best.ckpt`` on those years (experiments/test_years.py).
+    it ends with every reference and each run's ``best.ckpt`` on those years (experiments/unseen_years.py).
 
     The references are made (when missing) before the launcher starts: a Ray cluster is joined only for the runs.
     """
@@ -527,7 +518,7 @@ def run_compare(
         raise CompareError(f"{len(failed)} run(s) failed: {', '.join(failed)} (logs: <run>/compare.log)")
     if test_years:
         # lazy: the test years' module loads the MPCs and, for the agents, torch
-        from iquitos_lightning.experiments.test_years import run_test_years
+        from iquitos_lightning.experiments.unseen_years import run_test_years
 
         run_test_years(site_path, list(agents), tuple(test_years), runs_root, results_root, command, console)
     return out_dir

@@ -32,7 +32,7 @@ from iquitos_lightning.control.robust_mpc import TUNED_SETTINGS, RobustMPCContro
 from iquitos_lightning.control.site_years import OPTIMUM, RULE, gap_closed, reference_controllers, run_year, year_env
 from iquitos_lightning.envs.objectives import TARIFF
 from iquitos_lightning.errors import ConfigError
-from iquitos_lightning.experiments.compare import git_revision
+from iquitos_lightning.experiments.provenance import git_revision
 from iquitos_lightning.experiments.study import make_pruner, open_storage
 from iquitos_lightning.experiments.tune_report import markdown_table, study_table, write_study_plots
 from iquitos_lightning.site.config import load_site_config
@@ -103,7 +103,7 @@ def run_tune_reference(settings: ReferenceTuneSettings, console: Console | None 
         study_name=STUDY,
         storage=open_storage(str(settings.runs / f"{STUDY}.journal")),
         direction="maximize",
-        sampler=optuna.samplers.TPESampler(seed=settings.seed),
+        sampler=optuna.samplers.TPESampler(seed=settings.seed, n_startup_trials=settings.startup_trials),
         pruner=make_pruner("median", settings.startup_trials),
         load_if_exists=True,
     )

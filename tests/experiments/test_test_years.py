@@ -1,4 +1,4 @@
-"""``test-years`` (experiments/test_years.py) on the tiny site: references and a trained run's ``best.ckpt`` on years
+"""``test-years`` (experiments/unseen_years.py) on the tiny site: references and a trained run's ``best.ckpt`` on years
 the run never saw, the regret ladder and the monthly split; and the MPC's tuning (experiments/tune_reference.py)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import yaml
 from iquitos_lightning.cli import run_lightning_cli
 from iquitos_lightning.control.robust_mpc import RobustSettings, load_settings
 from iquitos_lightning.errors import ConfigError
-from iquitos_lightning.experiments.test_years import agent_on_years, references_of_year, run_test_years
 from iquitos_lightning.experiments.tune_reference import ReferenceTuneSettings, run_tune_reference
+from iquitos_lightning.experiments.unseen_years import agent_on_years, references_of_year, run_test_years
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "configs" / "site" / "tiny.yaml"  # site seed 7: the reported year

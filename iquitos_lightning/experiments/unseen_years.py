@@ -48,9 +48,9 @@ from iquitos_lightning.control.site_years import (
 )
 from iquitos_lightning.envs.objectives import TARIFF, monthly_bill, tariff_bill
 from iquitos_lightning.errors import ConfigError
-from iquitos_lightning.experiments.compare import git_revision
+from iquitos_lightning.experiments.provenance import git_revision
 from iquitos_lightning.metrics.kpis import compute_kpis
-from iquitos_lightning.report.test_years import plot_regret_ladder
+from iquitos_lightning.report.regret_ladder import plot_regret_ladder
 from iquitos_lightning.site.config import load_site_config
 
 TEST_YEARS = (2040, 2041, 2042, 2043, 2044)  # site seeds read only for the committed tables
