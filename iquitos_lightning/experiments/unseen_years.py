@@ -130,6 +130,20 @@ def month_bills(row: dict[str, Any]) -> np.ndarray:
     return sum(np.asarray(row["months"][part]) for part in ("energy", "co2_term", "demand_charge"))
 
 
+def cached_agent_rows(run: Path, years: tuple[int, ...], cache: Path) -> dict[int, dict[str, Any]]:
+    """:func:`agent_on_years` of ``run``, kept under ``cache`` by the checkpoint's size and time and the years: a
+    rerun of ``test-years`` evaluates only runs whose ``best.ckpt`` is new."""
+    stat = (run / "checkpoints" / "best.ckpt").stat()
+    key = f"{run.resolve()}-{stat.st_size}-{stat.st_mtime_ns}-{years}-{REFERENCES_VERSION}"
+    path = cache / f"agent-{run.name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.json"
+    if path.is_file():
+        return {int(year): row for year, row in json.loads(path.read_text()).items()}
+    rows = agent_on_years(run, years)
+    cache.mkdir(parents=True, exist_ok=True)
+    write_atomically((json.dumps(rows) + "\n").encode(), path, "test-year agent rows")
+    return rows
+
+
 def summary_table(
     references: dict[int, dict[str, dict[str, Any]]], agents: dict[str, dict[int, dict[int, dict[str, Any]]]]
 ) -> pd.DataFrame:
@@ -235,7 +249,7 @@ def run_test_years(
         for agent, found in runs.items():
             for run in found:
                 seed = int(run.name.rsplit("seed", 1)[1])
-                agent_rows.setdefault(agent, {})[seed] = {year: row for year, row in agent_on_years(run, years).items()}
+                agent_rows.setdefault(agent, {})[seed] = cached_agent_rows(run, years, cache)
                 progress.advance(task)
     table = summary_table(references, agent_rows)
     monthly = monthly_table(references, agent_rows)
