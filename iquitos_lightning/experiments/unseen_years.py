@@ -287,8 +287,9 @@ def _markdown(table: pd.DataFrame, monthly: pd.DataFrame, metadata: dict[str, An
         f"Made by `{metadata['command']}` at git revision `{metadata['git_revision']}`, on the twin. Test years "
         f"(site seeds): {metadata['test_years']}; no layout, rate, budget, selection rule or MPC knob was chosen by "
         "reading them. Agents: each `compare` run's `best.ckpt` (trained on 2030-2033, chosen on 2034), "
-        + ", ".join(f"{agent} {len(found)} seeds" for agent, found in runs.items())
-        + f". `mpc_robust_tariff`: {robust} (tuned on 2030-2033, `tune_mpc_robust_tariff.md`).",
+        + (", ".join(f"{agent} {len(found)} seeds" for agent, found in runs.items()) or "none")
+        + f". `mpc_robust_tariff`: {robust} (tuned on training years: `tune_mpc_robust_tariff.md`; "
+        "`configs/tuned/mpc_robust_tariff.yaml` names the command).",
         "",
         "| row | gap closed [%] mean ± std (min) | n | bill [PEN] | energy + CO2 [PEN] | demand charge [PEN] | "
         "largest import [kW] | EV unmet [kWh] | worst month (regret [PEN]) |",
