@@ -45,7 +45,7 @@ def plot_regret_ladder(
     bars.set_xlabel("bill above the optimum's [PEN thousand / year]")
     bars.set_title("Regret ladder (gap closed in brackets)")
     bars.axvline(0, color="black", linewidth=0.8)
-    bars.legend(loc="lower right", fontsize=8)
+    bars.legend(loc="upper right", fontsize=8)
     for row in (*[rung for rung in rungs if rung.startswith("mpc_")], *agents):
         mine = monthly[monthly["row"] == row].set_index("month")
         if len(mine):
