@@ -98,3 +98,9 @@ def reference_controllers(env: TwinSite, robust: RobustSettings | None) -> dict[
 def gap_closed(value: float, rule: float, optimum: float) -> float:
     """Share of the rule-to-optimum bill gap a bill closes, in % (0: the rule, 100: the optimum)."""
     return 100.0 * (rule - value) / (rule - optimum) if rule != optimum else 0.0
+
+
+def gap_ends(env: TwinSite, seed: int) -> tuple[float, float]:
+    """The rule-based controller's and the tariff optimum's bills of ``env``'s year: the ends of its gap."""
+    makers = reference_controllers(env, None)
+    return run_year(env, makers[RULE](), seed).tariff_cost, run_year(env, makers[OPTIMUM](), seed).tariff_cost

@@ -29,7 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from iquitos_lightning.atomic_files import write_atomically
 from iquitos_lightning.control.robust_mpc import TUNED_SETTINGS, RobustMPCController, RobustSettings
-from iquitos_lightning.control.site_years import OPTIMUM, RULE, gap_closed, reference_controllers, run_year, year_env
+from iquitos_lightning.control.site_years import OPTIMUM, RULE, gap_closed, gap_ends, run_year, year_env
 from iquitos_lightning.envs.objectives import TARIFF
 from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.experiments.provenance import git_revision
@@ -78,8 +78,8 @@ def year_ends(settings: ReferenceTuneSettings, envs: dict[int, Any], console: Co
     for seed, env in envs.items():
         if seed in known:
             continue
-        makers = reference_controllers(env, None)
-        known[seed] = {name: run_year(env, makers[name](), seed).tariff_cost for name in (RULE, OPTIMUM)}
+        rule, optimum = gap_ends(env, seed)
+        known[seed] = {RULE: rule, OPTIMUM: optimum}
         console.print(f"year {seed}: rule {known[seed][RULE]:,.0f}, optimum {known[seed][OPTIMUM]:,.0f}")
         write_atomically((json.dumps(known, indent=2) + "\n").encode(), path, "tuning references")
     return known

@@ -146,12 +146,9 @@ def gap_line(
 def year_ends(site_config: Any) -> tuple[float, float]:
     """The rule-based controller's and the tariff optimum's bills of ``site_config``'s year, on the twin."""
     # lazy: the LP and the twin only when a test year asks
-    from iquitos_lightning.control.site_years import OPTIMUM, RULE, reference_controllers, run_year, year_env
+    from iquitos_lightning.control.site_years import gap_ends, year_env
 
-    env = year_env(site_config, site_config.seed)
-    makers = reference_controllers(env, None)
-    bills = {name: run_year(env, makers[name](), site_config.seed).tariff_cost for name in (RULE, OPTIMUM)}
-    return bills[RULE], bills[OPTIMUM]
+    return gap_ends(year_env(site_config, site_config.seed), site_config.seed)
 
 
 def print_test_figures(model: Any) -> None:
