@@ -25,6 +25,7 @@ import numpy as np
 from scipy import sparse
 
 from iquitos_lightning.control.optimum import THROUGHPUT_WEIGHT, _ranges, solve_lp
+from iquitos_lightning.envs.import_limit import usable_import_kw
 from iquitos_lightning.envs.objectives import (
     TARIFF,
     THESIS,
@@ -132,6 +133,7 @@ def solve_window(
     lower = np.zeros(count)
     upper = np.full(count, np.inf)
     upper[chg] = upper[dis] = bess.power_kw
+    upper[imp] = usable_import_kw(site_config.grid.import_limit_kw)  # the connection's limit
     lower[energy] = bess.soc_min * bess.capacity_kwh
     upper[energy] = bess.soc_max * bess.capacity_kwh
     upper[pair_vars] = charger_kw[pair_socket]

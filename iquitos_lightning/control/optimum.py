@@ -32,6 +32,7 @@ import pandas as pd
 from scipy import sparse
 from scipy.optimize import linprog
 
+from iquitos_lightning.envs.import_limit import usable_import_kw
 from iquitos_lightning.metrics.flows import DEPARTURE_COLUMNS, FLOW_COLUMNS
 from iquitos_lightning.site.series import SiteSeries
 
@@ -207,6 +208,7 @@ def solve_optimum(
     upper = np.full(variable_count, np.inf)
     upper[chg] = bess.power_kw
     upper[dis] = bess.power_kw
+    upper[imp] = usable_import_kw(series.config.grid.import_limit_kw)  # the connection's limit
     lower[energy] = bess.soc_min * bess.capacity_kwh
     upper[energy] = bess.soc_max * bess.capacity_kwh
     upper[pair_vars] = series.socket_charger_kw[pair_socket]

@@ -50,6 +50,7 @@ from iquitos_lightning.envs.actions import (
 )
 from iquitos_lightning.envs.env_action import applied_action
 from iquitos_lightning.envs.grid_target import import_centre_kw
+from iquitos_lightning.envs.import_limit import cap_import
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
 from iquitos_lightning.envs.self_consumption import check_idle_band
 from iquitos_lightning.envs.site_data import built_site
@@ -194,9 +195,18 @@ class IquitosEnv(gym.Env):
             window_rest_open=self.tables.window_rest_open[t],
             idle_band=self.idle_band,
         )
-        socket_action = socket_power(self.action_layout, action, bands) / self.charger_kw
+        bess_action, socket_kw = cap_import(
+            action[0],
+            socket_power(self.action_layout, action, bands),
+            pv_kw=float(self.series.pv_kw[t]),
+            mall_kw=float(self.series.mall_kw[t]),
+            guaranteed_kw=bands.low,
+            bess_power_kw=self.site_config.bess.power_kw,
+            limit_kw=self.site_config.grid.import_limit_kw,
+        )
+        socket_action = socket_kw / self.charger_kw
         soc_before = self._socket_soc.copy()
-        self._transition([[float(action[0]), *socket_action.tolist()]])
+        self._transition([[float(bess_action), *socket_action.tolist()]])
 
         building = self.building
         pv_kw = -float(building.solar_generation[t])

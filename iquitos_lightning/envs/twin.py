@@ -68,6 +68,7 @@ from iquitos_lightning.envs.actions import (
 )
 from iquitos_lightning.envs.env_action import applied_action
 from iquitos_lightning.envs.grid_target import import_centre_kw
+from iquitos_lightning.envs.import_limit import cap_import
 from iquitos_lightning.envs.reference_runs import cached_reference
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
 from iquitos_lightning.envs.reward_baseline import (
@@ -541,8 +542,16 @@ class IquitosTwin(EnvBase):
             window_rest_open=self._window_rest_open[row],
             idle_band=self.idle_band,
         )
-        socket_fraction = socket_power(self.action_layout, action, bands) / self._charger_kw
-        physical = torch.cat([action[:, :1], socket_fraction], -1)
+        bess_action, socket_kw = cap_import(
+            action[:, 0],
+            socket_power(self.action_layout, action, bands),
+            pv_kw=hourly[:, 0],
+            mall_kw=hourly[:, 1],
+            guaranteed_kw=bands.low,
+            bess_power_kw=self.site_config.bess.power_kw,
+            limit_kw=self.site_config.grid.import_limit_kw,
+        )
+        physical = torch.cat([bess_action[:, None], socket_kw / self._charger_kw], -1)
 
         # Every battery at once: BESS (column 0) and the EV of each socket (columns 1..S).
         soc_end, balance, capacity = models.batteries.charge(soc, models.battery_energy(physical, connected), capacity)

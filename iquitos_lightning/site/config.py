@@ -393,9 +393,15 @@ class GridConfig:
     # inside the peak window. Default: an Osinergmin MT3 schedule (2E1P), users "presentes en punta":
     # generation 56.09 + distribution network 16.40 S//kW-month (docs/tariff.md says where it comes from).
     demand_charge_per_kw_month: float = 72.49
+    # The most the site may draw from the grid in any hour (kW; None: no limit): the connection's contracted
+    # capacity. Both simulators curtail the battery's charging, then the EVs' power above their guaranteed
+    # minimum, to stay under it (envs/import_limit.py); the LPs and MPCs plan under it.
+    import_limit_kw: float | None = None
 
     def __post_init__(self) -> None:
         _require_non_negative(self.carbon_intensity_kg_per_kwh, "grid.carbon_intensity_kg_per_kwh")
+        if self.import_limit_kw is not None:
+            _require_positive(self.import_limit_kw, "grid.import_limit_kw")
         _require(
             self.carbon_intensity_kg_per_kwh < 2.0,
             "grid.carbon_intensity_kg_per_kwh",
