@@ -233,13 +233,12 @@ def run_default_job() -> int:
     training is ``fit --config configs/sac_cpu.yaml`` (or ``sac_rtx4060.yaml`` on the laptop GPU).
     """
     # lazy: each command loads only what it runs (build-site must not pay for torch and Lightning)
-    from rich.console import Console
-
     from iquitos_lightning.cli import run_lightning_cli
+    from iquitos_lightning.console import command_console
     from iquitos_lightning.site.build import build_site, print_calibration
     from iquitos_lightning.site.config import load_site_config
 
-    console = Console()
+    console = command_console()
     site_config = load_site_config(DEFAULT_SITE)
     print_calibration(build_site(site_config), console)
     references = Path("results") / site_config.name / "baselines.md"
@@ -408,7 +407,7 @@ def _run_project_command(args: list[str]) -> int:
         # lazy: each command loads only what it runs (build-site must not pay for torch and Lightning)
         from iquitos_lightning.control.baselines import run_baselines
 
-        run_baselines(namespace.site, namespace.results, simulator=namespace.simulator)
+        run_baselines(namespace.site, namespace.results, simulator=namespace.simulator, command=args)
         return 0
     raise AssertionError(f"unhandled command {namespace.command}")
 

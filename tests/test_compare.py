@@ -184,6 +184,9 @@ def test_compare_runs_end_to_end_on_the_tiny_site_and_keeps_finished_runs(tmp_pa
         "objective_co2_thesis.png",
     ):
         assert (out / name).stat().st_size > 500, name
+    page = (out / "README.md").read_text()  # the site's results page, written by the commands themselves
+    assert f"Made by `{summary['command']}`" in page and "[comparison_thesis.md](comparison_thesis.md)" in page
+    assert "Made by `python -m iquitos_lightning baselines --site" in page  # compare made the references first
 
     second = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     assert second.returncode == 0, second.stderr[-3000:]

@@ -126,7 +126,7 @@ def merged_optimizer_state(states: Sequence[Mapping[str, Any]]) -> dict[str, Any
     """One optimizer's state dict from several optimizers' (in order): their parameter groups one after another, the
     parameters renumbered as torch numbers those of one optimizer (consecutively through its groups), each with its
     state (Adam's moments and step). What lets a checkpoint of an agent that had an optimizer per network resume in an
-    agent that has one optimizer with a group per network (SAC since session 33)."""
+    agent that has one optimizer with a group per network (SAC, whose checkpoints once held an Adam per network)."""
     merged: dict[str, Any] = {"state": {}, "param_groups": []}
     offset = 0
     for state in states:

@@ -80,7 +80,8 @@ class BenchConfig:
 
 
 # The algorithms the training section compiles, as configs/sac_per_socket_cpu.yaml does (the compact-observation
-# sac_cpu.yaml runs eagerly since session 32: docs/performance.md "Hardware profiles"): SAC, whose learner must keep
+# sac_cpu.yaml runs eagerly, its lean loss's eager update the faster one there: docs/performance.md "Hardware
+# profiles"): SAC, whose learner must keep
 # up with the worker that collects one rollout ahead (benchmarks/bench_speed.py, 64x64 at the 38-socket site's
 # shapes: 54 -> 105 updates/s). PPO and A2C spend most of a rollout collecting; compiling their few updates per
 # rollout made no difference beyond the machine's noise, so they stay eager (docs/performance.md).

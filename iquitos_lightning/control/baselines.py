@@ -9,10 +9,11 @@ Rows of the table: ``uncontrolled``, ``rule_based``, ``tariff_rule`` (control/ta
 ``optimum`` (the CO2 LP's plan replayed through the simulator: the KPIs that count) and, for each
 objective an agent can be trained on (``thesis``, ``tariff``; envs/objectives.py), ``optimum_<objective>``
 (that objective's perfect-foresight LP, control/objective_lp.py, replayed) and ``mpc_perfect_<objective>``
-/ ``mpc_forecast_<objective>`` (control/mpc.py); last ``optimum_lp`` (the CO2 plan's own flows: what the
-LP claims). Every row also carries both objectives' values (``thesis_return``, ``tariff_cost``), and the
-report gives, per objective, how much of the rule-based-to-optimum gap each reference closes. The JSON
-says how far the two CO2 optimum rows differ and how long each reference took.
+/ ``mpc_forecast_<objective>`` (control/mpc.py), with ``mpc_robust_tariff`` for the tariff (control/robust_mpc.py);
+last ``optimum_lp`` (the CO2 plan's own flows: what the LP claims). Every row also carries both objectives'
+values (``thesis_return``, ``tariff_cost``), and the report gives, per objective, how much of the
+rule-based-to-optimum gap each reference closes. The JSON says how far the two CO2 optimum rows differ and
+how long each reference took.
 
 ``simulator``: ``citylearn`` (the default) or ``twin`` (the bit-equal batched twin, envs/twin_site.py:
 the same numbers, about 5 minutes faster per full-year reference at 128 sockets).
@@ -30,6 +31,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from iquitos_lightning.atomic_files import ensure_writable_folder, write_atomically
+from iquitos_lightning.console import command_console
 from iquitos_lightning.control.mpc import MPCController
 from iquitos_lightning.control.objective_lp import solve_year
 from iquitos_lightning.control.optimum import (
@@ -45,15 +47,18 @@ from iquitos_lightning.control.references import (
     RuleBasedController,
     UncontrolledController,
 )
+from iquitos_lightning.control.robust_mpc import RobustMPCController, load_settings
 from iquitos_lightning.control.rollout import RolloutResult, run_controller
 from iquitos_lightning.control.tariff_rule import TariffRuleController
 from iquitos_lightning.envs.actions import unavoidable_unmet_kwh
 from iquitos_lightning.envs.citylearn import make_iquitos_env
-from iquitos_lightning.envs.objectives import OBJECTIVES, THESIS, tariff_bill
+from iquitos_lightning.envs.objectives import OBJECTIVES, TARIFF, THESIS, tariff_bill
 from iquitos_lightning.envs.twin import make_twin
 from iquitos_lightning.envs.twin_site import TwinSite
 from iquitos_lightning.metrics.kpis import DEPARTURE_SOC_TOLERANCE, compute_kpis
 from iquitos_lightning.report.plots import plot_dispatch_week, plot_monthly_energy
+from iquitos_lightning.report.provenance import git_revision
+from iquitos_lightning.report.results_page import write_results_page
 from iquitos_lightning.report.tables import kpi_table, to_markdown, to_rich
 from iquitos_lightning.site.build import BuildResult, build_site
 from iquitos_lightning.site.config import SiteConfig, load_site_config
@@ -61,9 +66,9 @@ from iquitos_lightning.site.config import SiteConfig, load_site_config
 # KPIs compared between the LP's claim and its replay in CityLearn (relative difference in the JSON).
 _REPLAY_CHECKED_KPIS = ("grid_import_kwh", "co2_kg", "cost", "ev_energy_served_kwh", "ev_unmet_kwh")
 
-# Bumped when a reference controller changes what it does (2: tariff_rule and mpc_forecast plan with the shared
-# past-days forecasts of site/forecasts.py): a baselines.json of another version is made again by ``compare``.
-REFERENCES_VERSION = 2
+# Bumped when the references change (2: tariff_rule and mpc_forecast plan with the shared past-days forecasts of
+# site/forecasts.py; 3: the mpc_robust_tariff row): a baselines.json of another version is made again by ``compare``.
+REFERENCES_VERSION = 3
 
 
 SIMULATORS = ("citylearn", "twin")
@@ -87,11 +92,18 @@ def run_baselines(
     console: Console | None = None,
     simulator: str = "citylearn",
     objectives: tuple[str, ...] = OBJECTIVES,
+    command: list[str] | None = None,
 ) -> pd.DataFrame:
-    """Build the site, run every reference, write ``results_root/<site>/`` and return the KPI table."""
+    """Build the site, run every reference, write ``results_root/<site>/`` and return the KPI table.
+
+    ``command``: the arguments that asked for it (recorded in ``baselines.md``; default: this call's equivalent).
+    """
+    made_by = "python -m iquitos_lightning " + " ".join(
+        command or ["baselines", "--site", str(site_path), "--simulator", simulator, "--results", str(results_root)]
+    )
     if simulator not in SIMULATORS:
         raise ValueError(f"simulator must be one of {SIMULATORS}, got {simulator!r}")
-    console = console or Console()
+    console = console or command_console()
     site_config = load_site_config(site_path)
     ensure_writable_folder(Path(results_root) / site_config.name, "report")  # fail now, not after the LP
     build = build_site(site_config, progress=True)
@@ -127,6 +139,10 @@ def run_baselines(
             mpc = MPCController(env.series, objective, forecast)
             mpc.name = f"mpc_{forecast}_{objective}"
             controllers.append(mpc)
+        if objective == TARIFF:  # the practitioner's hedged MPC, with its knobs tuned on training years
+            robust = RobustMPCController(env.series, objective, load_settings())
+            robust.name = f"mpc_robust_{objective}"
+            controllers.append(robust)
     rollouts = _run_all(env, controllers, console)
 
     lp_kpis = compute_kpis(plan.flows(env.series), plan.departures(env.series), site_config)
@@ -140,11 +156,13 @@ def run_baselines(
     _write_outputs(
         out_dir, site_config, table, rollouts, plan, lp_kpis, build, unavoidable_kwh, simulator, lp_seconds, controllers
     )
+    _record_provenance(out_dir, made_by)
+    write_results_page(out_dir)
     console.print(
         to_rich(table, title=f"Reference controllers, site {site_config.name}", currency=_currency(site_config))
     )
     _warn_if_evs_underserved(table, unavoidable_kwh, console)
-    console.print(f"Wrote {out_dir}/ (baselines.md, .csv, .json, dispatch_week.png, monthly_energy.png)")
+    console.print(f"Wrote {out_dir}/ (baselines.md, .csv, .json, dispatch_week.png, monthly_energy.png, README.md)")
     return table
 
 
@@ -270,6 +288,17 @@ def _write_outputs(
     plot_monthly_energy(flows, out_dir / "monthly_energy.png", year=year, title=site_config.name)
 
 
+def _record_provenance(out_dir: Path, command: str) -> None:
+    """The command and git revision that made the table, in ``baselines.json`` and under ``baselines.md``'s title
+    (where the site's results page reads it)."""
+    summary_path = out_dir / "baselines.json"
+    summary = json.loads(summary_path.read_text()) | {"command": command, "git_revision": git_revision()}
+    write_atomically((json.dumps(summary, indent=2) + "\n").encode(), summary_path, "report")
+    title, _, rest = (out_dir / "baselines.md").read_text().partition("\n")
+    made = f"Made by `{command}` at git revision `{summary['git_revision']}`."
+    write_atomically(f"{title}\n\n{made}\n{rest}".encode(), out_dir / "baselines.md", "report")
+
+
 def _markdown_report(site_config: SiteConfig, table: pd.DataFrame, plan: OptimumPlan, summary: dict) -> str:
     comparison = summary["optimum_lp"]["replay_vs_lp"]
     difference_text = "; ".join(
@@ -287,7 +316,9 @@ def _markdown_report(site_config: SiteConfig, table: pd.DataFrame, plan: Optimum
         "- `optimum`: the perfect-foresight CO2 LP's plan replayed through the simulator (these KPIs count).\n"
         "- `optimum_<objective>`: the perfect-foresight LP of that objective, replayed; `mpc_perfect_<objective>` / "
         "`mpc_forecast_<objective>`: a 24 h LP of that objective re-solved every hour with true / "
-        "previous-days forecasts (control/mpc.py).\n"
+        "previous-days forecasts (control/mpc.py); `mpc_robust_tariff`: the same LP planned at the past days' "
+        "highest mall load and lowest PV plus a margin, yesterday's EV arrivals planned too, its knobs tuned on "
+        "training years (control/robust_mpc.py, configs/tuned/mpc_robust_tariff.yaml).\n"
         "- `optimum_lp`: the CO2 plan's own flows, as the LP computed them.\n\n"
         f"Simulator: {summary['simulator']}. Every EV is served by the EV guarantee (envs/actions.py) in every row.\n\n"
         + _objective_sections(summary)

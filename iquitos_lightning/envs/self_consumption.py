@@ -26,14 +26,15 @@ for the hours without (the hour's net load with the EVs decides which applies), 
 load in the peak window, idle otherwise" on the second, each a function of the hour alone, where in
 ``self_consumption`` one action must jump from -1 to 0 as the net load crosses 0. Measured before it: a policy on
 ``self_consumption`` stored the surplus of the 7-8 h hours (mean action -0.99) and took over the load of the cloudy
-mornings with the same action, which the rule leaves alone (docs/experiments.md, session 27).
+mornings with the same action, which the rule leaves alone (docs/experiments.md, "thesis SAC with an idle band").
 
 ``self_consumption_window`` (4 actions) splits the hours without surplus again at the site's peak window (the
 tariff's published hours, ``in_peak_window``): ``[surplus action, window action, other action, fleet]``. Why: on
 the split layout the load action had to be -1 in the window and 0 before it, and the trained policy's load action
 stayed between -0.5 and -0.7 from 23 h through the morning (the night's hours, where the battery is empty and the
 action changes nothing, carry the evening's -1 on to the morning's, where it takes over the load of cloudy mornings;
-docs/experiments.md, session 28). With its own action for the hours outside the window, the rule is three constants
+docs/experiments.md, "thesis SAC with the hours outside the window given their own battery action"). With its own
+action for the hours outside the window, the rule is three constants
 (-1, -1, 0); how much to store, cover or idle at each hour is still the agent's to learn.
 
 An idle band (``idle_band`` b, ``env.idle_band``; 0: none) makes idling a range instead of a point: every BESS action

@@ -3,7 +3,8 @@
 Why not ``TransformedEnv(twin, StepCounter(), RewardSum(), FiniteTensorValues(...))``, the stack this replaces: a
 transform chain is general (any key, nested envs, inverse transforms, spec rewriting) and pays for it on every step
 and reset; collecting from the default site's 64-env twin with a random policy, this env runs 0.99-1.18x (median
-1.07x) the stack's frames/s, level with the bare twin (docs/performance.md, session 22). The agents only read the
+1.07x) the stack's frames/s, level with the bare twin (docs/performance.md, "The training twin writes its own
+counters"). The agents only read the
 three things it added, so :class:`TrainingTwin` writes them itself, with the very keys, specs and values the stack
 wrote (as :class:`~iquitos_lightning.envs.gym_env.FlatGymEnv` does for a Gymnasium env):
 

@@ -48,11 +48,11 @@ import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from iquitos_lightning.console import command_console
 from iquitos_lightning.control.baselines import current_references, run_baselines
 from iquitos_lightning.envs.actions import FLAT_RULE_RESIDUAL, RULE_RESIDUAL, SHAVER_RESIDUAL
 from iquitos_lightning.experiments.launchers import Launcher, LauncherOptions
 from iquitos_lightning.experiments.profiles import EXPERIMENTS, find_profile, profile_files
-from iquitos_lightning.experiments.provenance import git_revision
 from iquitos_lightning.report.comparison import (
     EV_SERVICE_TOLERANCE,
     comparison_markdown,
@@ -61,6 +61,8 @@ from iquitos_lightning.report.comparison import (
     plot_learning_curves,
     plot_objective_and_co2_bars,
 )
+from iquitos_lightning.report.provenance import git_revision
+from iquitos_lightning.report.results_page import write_results_page
 from iquitos_lightning.report.run_report import SELECTION_SCORE
 from iquitos_lightning.site.config import load_site_config
 from iquitos_lightning.site.forecasts import FORECASTS, ORACLE, PAST_DAYS
@@ -281,7 +283,7 @@ def best_of_restarts(outcomes: list[RunOutcome]) -> list[RunOutcome]:
     """The finished runs the table reports: per agent and reported seed, the run whose best selection-year score is
     highest (each run its own seed without restarts). Why on the selection year: it is neither trained on nor
     reported, so choosing among runs there is the same early stopping as choosing among one run's evaluations,
-    and its score ranks runs as the reported year does (README: fifteen thesis runs, session 31)."""
+    and its score ranks runs as the reported year does (Spearman 0.99 over fifteen thesis runs: docs/experiments.md)."""
     best: dict[tuple[str, int], tuple[float, RunOutcome]] = {}
     for outcome in outcomes:
         if not outcome.kpis:
@@ -457,7 +459,7 @@ def run_compare(
 
     The references are made (when missing) before the launcher starts: a Ray cluster is joined only for the runs.
     """
-    console = console or Console()
+    console = console or command_console()
     plan = {"evaluations": evaluations, "restarts": restarts}
     specs = plan_runs(site_path, agents, seeds, frames, profile, runs_root, extra_overrides, **plan)
     objectives = {spec.run_dir.parent.name for spec in specs}
@@ -513,7 +515,8 @@ def run_compare(
     )
     plot_objective_and_co2_bars(table, bars_png, currency=currency, title=f"site {site_name}, objective {objective}")
     console.print(markdown, markup=False, soft_wrap=True)
-    console.print(f"Wrote {out_dir}/ ({stem}.md, .csv, .json, {curves_png.name}, {bars_png.name})")
+    write_results_page(out_dir)
+    console.print(f"Wrote {out_dir}/ ({stem}.md, .csv, .json, {curves_png.name}, {bars_png.name}, README.md)")
     if failed:
         raise CompareError(f"{len(failed)} run(s) failed: {', '.join(failed)} (logs: <run>/compare.log)")
     if test_years:
@@ -531,6 +534,7 @@ REFERENCE_INFORMATION = {
     "rule_based": "the hour now",
     "tariff_rule": PAST_DAYS,
     "mpc_forecast": PAST_DAYS,
+    "mpc_robust": f"{PAST_DAYS}, hedged",
     "mpc_perfect": "oracle",
     "optimum": "oracle (whole year)",
 }
@@ -596,7 +600,8 @@ def _comparison_report(markdown: str, metadata: dict, references: dict, table: p
         f"- References (from `baselines.json`, every row through the EV guarantee): `uncontrolled`, `rule_based`, "
         f"`tariff_rule` (rule-based + night BESS charge and flat peak-window import, previous-days forecasts), "
         f"`mpc_forecast_{objective}` / `mpc_perfect_{objective}` (24 h LP of this objective re-solved hourly, "
-        f"previous-days / perfect forecasts), `optimum_{objective}` (the perfect-foresight LP of this objective).",
+        f"previous-days / perfect forecasts), `mpc_robust_tariff` (the practitioner's MPC: the past days' worst "
+        f"mall load and PV plus a tuned margin), `optimum_{objective}` (the perfect-foresight LP of this objective).",
         f"- Every row is evaluated on site seed {metadata.get('evaluation_site_seed', '?')} (the reported year); "
         "`trained on` gives the site years (seeds of the same profile: mall noise, cloudiness and EV sessions "
         "drawn afresh) each agent trained on, `knew ahead` what it saw of the coming hours' PV and mall load "

@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 from rich.console import Console
 
+from iquitos_lightning.console import command_console
 from iquitos_lightning.errors import INTERRUPTED_EXIT_CODE, TERMINATED_EXIT_CODE, ConfigError
 from iquitos_lightning.experiments.compare import (
     FRAMES_PER_BATCH,
@@ -61,6 +62,7 @@ from iquitos_lightning.experiments.tune_report import (
     write_study_plots,
 )
 from iquitos_lightning.report.comparison import objective_value
+from iquitos_lightning.report.results_page import write_results_page
 from iquitos_lightning.site.config import load_site_config
 
 FINAL_EVALS = ("citylearn", "none")
@@ -201,7 +203,7 @@ def run_tune(settings: TuneSettings, launcher: LauncherOptions, console: Console
     # lazy: optuna is needed by `tune` only
     import optuna
 
-    console = console or Console()
+    console = console or command_console()
     plan = plan_study(settings)
     launcher.check()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -246,6 +248,7 @@ def _write_outputs(
     markdown = f"# Study `{plan.study_name}`\n\n" + "".join(f"- {line}\n" for line in summary)
     stem.with_suffix(".md").write_text(markdown + "\n" + markdown_table(table))
     plots = write_study_plots(study, stem)
+    write_results_page(stem.parent)
     console.print(markdown_table(table), markup=False, soft_wrap=True)
     console.print(f"Wrote {stem}.md, .csv" + "".join(f", {path.name}" for path in plots))
     if best is None:
@@ -271,7 +274,7 @@ def _summary_lines(
         f"{plan.budget:,} frames per trial, evaluated every {plan.period:,}; pruner {settings.pruner} "
         f"(after {settings.startup_trials} trials); TPE seed {settings.seed} (+ trials before each sitting); trials: "
         + ", ".join(f"{count} {state}" for state, count in sorted(states.items())),
-        f"storage {plan.storage}, study {plan.study_name}, git revision {git_revision()}",
+        f"storage {plan.storage}, study {plan.study_name}, git commit {git_revision()}",
     ]
     if best is not None:
         lines.append(f"best trial {best.number}: {plan.objective} {best.value:,.4f} on the profile's simulator")

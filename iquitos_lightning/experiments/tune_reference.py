@@ -28,13 +28,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from iquitos_lightning.atomic_files import write_atomically
+from iquitos_lightning.console import command_console
 from iquitos_lightning.control.robust_mpc import TUNED_SETTINGS, RobustMPCController, RobustSettings
 from iquitos_lightning.control.site_years import OPTIMUM, RULE, gap_closed, gap_ends, run_year, year_env
 from iquitos_lightning.envs.objectives import TARIFF
 from iquitos_lightning.errors import ConfigError
-from iquitos_lightning.experiments.provenance import git_revision
 from iquitos_lightning.experiments.study import make_pruner, open_storage
 from iquitos_lightning.experiments.tune_report import markdown_table, study_table, write_study_plots
+from iquitos_lightning.report.provenance import git_revision
+from iquitos_lightning.report.results_page import write_results_page
 from iquitos_lightning.site.config import load_site_config
 
 TRAINING_YEARS = (2030, 2031, 2032, 2033)  # the card profiles' train_site_seeds
@@ -89,7 +91,7 @@ def run_tune_reference(settings: ReferenceTuneSettings, console: Console | None 
     """The whole command (module docstring); returns the best knobs."""
     import optuna  # lazy: only this command needs it
 
-    console = console or Console()
+    console = console or command_console()
     if settings.trials < 1:
         raise ConfigError(f"--trials must be 1 or more, got {settings.trials}")
     site_config = load_site_config(settings.site)
@@ -144,10 +146,11 @@ def run_tune_reference(settings: ReferenceTuneSettings, console: Console | None 
 def _write_outputs(settings: ReferenceTuneSettings, study: Any, best: RobustSettings, site: str) -> None:
     command = "python -m iquitos_lightning " + " ".join(settings.command)
     header = [
-        "The practitioner's MPC (mpc_robust, control/robust_mpc.py), tuned on the training years: written by",
-        f"  {command}",
-        f"at git revision {git_revision()}: best of {len(study.trials)} Optuna trials, mean gap closed "
-        f"{study.best_value:.2f} % over site seeds {list(settings.years)} (twin).",
+        "The practitioner's MPC (mpc_robust, control/robust_mpc.py), tuned on the training years.",
+        f"made by: {command}",
+        f"git commit: {git_revision()}",
+        f"best of {len(study.trials)} Optuna trials, mean gap closed {study.best_value:.2f} % over site seeds "
+        f"{list(settings.years)} (twin).",
     ]
     text = "".join(f"# {line}\n" for line in header) + yaml.safe_dump({"settings": asdict(best)}, sort_keys=False)
     write_atomically(text.encode(), settings.out, "tuned reference")
@@ -176,5 +179,6 @@ def _write_outputs(settings: ReferenceTuneSettings, study: Any, best: RobustSett
         "",
     ]
     write_atomically("\n".join(lines).encode(), stem.with_suffix(".md"), "tuning report")
+    write_results_page(out_dir)
     if not math.isfinite(study.best_value):
         raise ConfigError("the study has no finished trial with a value")

@@ -36,6 +36,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from iquitos_lightning.atomic_files import write_atomically
+from iquitos_lightning.console import command_console
 from iquitos_lightning.control.robust_mpc import TUNED_SETTINGS, load_settings
 from iquitos_lightning.control.site_years import (
     LADDER,
@@ -48,9 +49,10 @@ from iquitos_lightning.control.site_years import (
 )
 from iquitos_lightning.envs.objectives import TARIFF, monthly_bill, tariff_bill
 from iquitos_lightning.errors import ConfigError
-from iquitos_lightning.experiments.provenance import git_revision
 from iquitos_lightning.metrics.kpis import compute_kpis
+from iquitos_lightning.report.provenance import git_revision
 from iquitos_lightning.report.regret_ladder import plot_regret_ladder
+from iquitos_lightning.report.results_page import write_results_page
 from iquitos_lightning.site.config import load_site_config
 
 TEST_YEARS = (2040, 2041, 2042, 2043, 2044)  # site seeds read only for the committed tables
@@ -85,7 +87,7 @@ def references_of_year(site: Path, seed: int, cache: Path, console: Console | No
     for name, make in reference_controllers(env, robust).items():
         bill = run_year(env, make(), seed)
         rows[name] = year_row(bill.bill, bill.months, bill.max_import_kw, bill.ev_unmet_kwh)
-        (console or Console()).print(f"year {seed}: {name} {bill.tariff_cost:,.0f} ({bill.seconds:.0f} s)")
+        (console or command_console()).print(f"year {seed}: {name} {bill.tariff_cost:,.0f} ({bill.seconds:.0f} s)")
     cache.mkdir(parents=True, exist_ok=True)
     write_atomically((json.dumps(rows) + "\n").encode(), path, "test-year references")
     return rows
@@ -228,7 +230,7 @@ def run_test_years(
     cache_root: Path = Path("runs/test-years"),
 ) -> Path:
     """The whole command (module docstring); returns ``results/<site>/``."""
-    console = console or Console()
+    console = console or command_console()
     site_config = load_site_config(site)
     if site_config.seed in years or not years:
         raise ConfigError(f"--years must list test years other than the site's own {site_config.seed}")
@@ -275,6 +277,7 @@ def run_test_years(
     write_atomically(
         _markdown(table, monthly, metadata, settings.describe()).encode(), out / "test_years_tariff.md", "report"
     )
+    write_results_page(out)
     console.print(_markdown(table, monthly, metadata, settings.describe()), markup=False, soft_wrap=True)
     return out
 

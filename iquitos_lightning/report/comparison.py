@@ -34,6 +34,7 @@ OBJECTIVE_REFERENCES = (
     "rule_based",
     "tariff_rule",
     "mpc_forecast_{objective}",
+    "mpc_robust_{objective}",  # tariff only
     "mpc_perfect_{objective}",
     "optimum_{objective}",
 )

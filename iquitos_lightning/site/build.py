@@ -45,6 +45,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from iquitos_lightning.console import command_console
 from iquitos_lightning.site import demand, pv
 from iquitos_lightning.site.config import (
     BatteryConfig,
@@ -297,7 +298,7 @@ def print_calibration(
     ``sources`` (:func:`~iquitos_lightning.site.config.section_sources` of the site file) adds a "from" column:
     which figures the file decided and which it took from its ``base``.
     """
-    console = console or Console()
+    console = console or command_console()
     config = result.series.config
     figures = result.calibration
     low, high = config.pv.specific_yield_range

@@ -36,3 +36,8 @@ def test_baselines_write_table_summary_and_plots(tmp_path: Path, monkeypatch: py
     assert "| rule_based |" in markdown and "co2 [kg]" in markdown
     assert "Reference controllers, site tiny" in output.getvalue()
     assert "warning" not in output.getvalue()  # no reference left avoidable EV need unmet
+    assert "mpc_robust_tariff" in table.index  # the practitioner's MPC is a reference row
+    made_by = f"python -m iquitos_lightning baselines --site {TINY_SITE} --simulator citylearn"
+    assert summary["command"].startswith(made_by) and f"Made by `{made_by}" in markdown
+    page = (out_dir / "README.md").read_text()  # the site's results page names the command that made the table
+    assert f"Made by `{made_by}" in page and "[baselines.md](baselines.md)" in page

@@ -1,7 +1,8 @@
 """Where a result came from: the git revision its code ran at, recorded in every table a command writes.
 
-Why its own module: ``compare``, ``tune``, ``tune-reference`` and ``test-years`` all record it, and the last is
-called by ``compare``: a shared leaf keeps them from importing one another for one function.
+Why its own module: ``baselines``, ``compare``, ``tune``, ``tune-reference`` and ``test-years`` all record it, and
+``compare`` calls ``test-years``: a shared leaf in the report layer keeps them from importing one another for one
+function.
 """
 
 from __future__ import annotations

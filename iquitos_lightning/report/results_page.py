@@ -1,0 +1,134 @@
+"""``results/<site>/README.md``: the one page a reader opens, written by every command that writes a table there.
+
+Why generated: a results page kept by hand drifts from the tables (the README grew into a lab notebook that way).
+``baselines``, ``compare``, ``test-years``, ``tune-reference`` and ``tune`` each call :func:`write_results_page` after
+writing their files, so the page always shows what the folder holds: the test-year table and its regret ladder
+first (the figures a reviewer accepts), then the development year's comparison, the references, the tuning studies,
+and every other folder with the command that made it (each table's own page keeps its command, git revision and
+seeds: that line is read back from it).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from iquitos_lightning.atomic_files import write_atomically
+
+PAGE_NAME = "README.md"
+MADE_BY = re.compile(r"Made by `([^`]+)`")
+OBJECTIVES_SHOWN = ("tariff", "thesis")
+
+
+def made_by(page: Path) -> str | None:
+    """The command a table's page says made it (its ``Made by `...``` line), or None."""
+    if not page.is_file():
+        return None
+    found = MADE_BY.search(page.read_text())
+    return found.group(1) if found else None
+
+
+def first_table(page: Path) -> list[str]:
+    """The first Markdown table of ``page`` (its lines), or none."""
+    lines, table = page.read_text().splitlines(), []
+    for line in lines:
+        if line.startswith("|"):
+            table.append(line)
+        elif table:
+            break
+    return table
+
+
+def _command_line(page: Path) -> str:
+    command = made_by(page)
+    return f"Made by `{command}`: [{page.name}]({page.name})." if command else f"[{page.name}]({page.name})."
+
+
+def _figure(site_dir: Path, name: str, caption: str) -> list[str]:
+    return [f"![{caption}]({name})", ""] if (site_dir / name).is_file() else []
+
+
+def _test_years(site_dir: Path) -> list[str]:
+    page = site_dir / "test_years_tariff.md"
+    if not page.is_file():
+        return []
+    lines = ["## Test years: every row on site years no design choice ever read", ""]
+    lines += _figure(site_dir, "regret_ladder_tariff.png", "regret ladder: each row's bill, energy and demand charge")
+    lines += [*first_table(page), "", _command_line(page)]
+    if (site_dir / "monthly_bill_tariff.csv").is_file():
+        lines[-1] += " Every row's bill by month: [monthly_bill_tariff.csv](monthly_bill_tariff.csv)."
+    return [*lines, ""]
+
+
+def _development_year(site_dir: Path) -> list[str]:
+    lines = []
+    for objective in OBJECTIVES_SHOWN:
+        page = site_dir / f"comparison_{objective}.md"
+        if not page.is_file():
+            continue
+        lines += [f"## Development year, objective `{objective}`: agents against the references", ""]
+        lines += _figure(site_dir, f"learning_curves_{objective}.png", f"learning curves, {objective}")
+        lines += [_command_line(page), ""]
+    return lines
+
+
+def _references(site_dir: Path) -> list[str]:
+    page = site_dir / "baselines.md"
+    if not page.is_file():
+        return []
+    lines = ["## Reference controllers on the development year", ""]
+    lines += _figure(site_dir, "dispatch_week.png", "a week of dispatch")
+    return [*lines, _command_line(page), ""]
+
+
+def _tunings(site_dir: Path) -> list[str]:
+    pages = sorted(site_dir.glob("tune_*.md"))
+    if not pages:
+        return []
+    lines = ["## Tuning studies", ""]
+    for page in pages:
+        command = made_by(page)
+        lines.append(f"- [{page.name}]({page.name})" + (f": `{command}`" if command else ""))
+    return [*lines, ""]
+
+
+def _folders(site_dir: Path) -> list[str]:
+    folders = sorted(path for path in site_dir.iterdir() if path.is_dir())
+    if not folders:
+        return []
+    lines = [
+        "## Other folders: experiments (their story: docs/experiments.md)",
+        "",
+        "Each was written by the `compare` command it names, with the site profile and code of its revision "
+        "(its own page says which); they are not re-run when the profile changes.",
+        "",
+        "| folder | made by |",
+        "|:---|:---|",
+    ]
+    for folder in folders:
+        commands = [made_by(page) for page in sorted(folder.glob("*.md"))]
+        command = next((command for command in commands if command), None)
+        lines.append(f"| [{folder.name}/]({folder.name}/) | " + (f"`{command}`" if command else "-") + " |")
+    return [*lines, ""]
+
+
+def results_page(site_dir: Path) -> str:
+    """The page's Markdown for the folder as it is now."""
+    site_dir = Path(site_dir)
+    intro = [
+        f"# Results: site `{site_dir.name}`",
+        "",
+        "Written by the commands that make the tables below (`baselines`, `compare`, `test-years`, `tune-reference`, "
+        "`tune`) each time one of them writes here: edit the commands, not this page. Each table's page gives its "
+        "command, git revision and seeds, and for every row what it knew ahead and which site years it trained on.",
+        "",
+    ]
+    sections = _test_years(site_dir) + _development_year(site_dir) + _references(site_dir)
+    return "\n".join(intro + sections + _tunings(site_dir) + _folders(site_dir)).rstrip() + "\n"
+
+
+def write_results_page(site_dir: Path) -> Path:
+    """Write ``site_dir/README.md`` (:func:`results_page`) and return its path."""
+    path = Path(site_dir) / PAGE_NAME
+    write_atomically(results_page(site_dir).encode(), path, "results page")
+    return path
