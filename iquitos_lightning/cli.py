@@ -23,6 +23,8 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
   a run stopped by Ctrl-C exits with 130 after its checkpoint is saved;
 - an explicit ``--ckpt_path`` is checked before anything is built, and its hyperparameters never
   replace the command line's (:mod:`iquitos_lightning.fastpath.cli_checkpoint`).
+- one name per run: ``--run.name NAME`` names the logger(s), and the run's logs, checkpoints (derived from
+  ``<save_dir>/<name>``: the profiles set no ``checkpoint.dirpath``) and report go to ``<save_dir>/NAME``;
 - one run per folder: a ``fit`` without ``--ckpt_path`` on a checkpoint folder that holds checkpoints is
   refused unless ``--run.new`` moves the earlier run aside (:mod:`iquitos_lightning.training.run_folder`);
 - ``profile: auto`` / ``--profile auto``: sizes, precision and buffer chosen for the device, explicit
@@ -183,6 +185,7 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
 
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
+        name_run(config, command_line_keys(self.written_args))  # first: the run's folders are derived from its name
         apply_profile(config, self.written_args)
         trainer = config.trainer
         refuse_gpu_profile_without_cuda(
@@ -243,15 +246,16 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
         """``test`` prints the bill and the gap on the year it tested, as the final test of a ``fit`` does."""
         print_test_figures(self.model)
 
-    @staticmethod
-    def _claim_run_folder(config: Any) -> tuple[Path, ...]:
+    def _claim_run_folder(self, config: Any) -> tuple[Path, ...]:
         """A fresh ``fit`` (no ``--ckpt_path``) never writes beside an earlier run's checkpoints (run_folder.py):
         refused without ``--run.new``; with it, the folders of the earlier run, to move in :meth:`before_fit`."""
         if config.get("ckpt_path") is not None or not config.checkpoint.dirpath:
             return ()
         root = _logger_root(config.trainer.logger)
         run_root = Path(root) if root else None
-        return tuple(claim_run_folder(Path(str(config.checkpoint.dirpath)), run_root, new=config.run.new))
+        checkpoint_dir = Path(str(config.checkpoint.dirpath))
+        follows_name = _follows_name(checkpoint_dir, root, "checkpoint", command_line_keys(self.written_args))
+        return tuple(claim_run_folder(checkpoint_dir, run_root, new=config.run.new, follows_name=follows_name))
 
 
 class ConfigToWandb(SaveConfigCallback):
@@ -290,6 +294,48 @@ def _with_wandb_logger(logger: Any, project: str) -> Any:
         init_args=Namespace(name=name, save_dir=root, project=project),
     )
     return [*loggers, wandb]
+
+
+def name_run(config: Any, typed: set[str]) -> None:
+    """``--run.name NAME``: every configured logger that has a name (the CSV log, a W&B logger) is named NAME, so the
+    run's folder, ``<save_dir>/NAME``, holds its logs, its checkpoints and its report.
+
+    Why: the profiles named the run in the logger and fixed ``checkpoint.dirpath: runs/<profile>/checkpoints``
+    beside it; ``--trainer.logger.init_args.name bad`` then logged to ``runs/bad`` and checkpointed into the
+    profile's folder, where a finished run's checkpoints made the fit refuse. The profiles now leave the checkpoint
+    folder to be derived from the name; a config file that still fixes it at the earlier name's
+    ``<save_dir>/<name>/checkpoints`` (a tuned config, an older copy of a profile) has it follow the new name too.
+    A folder typed on the command line (``--checkpoint.dirpath``) stays where it was put. ``typed``: the keys
+    given on the command line (:func:`~iquitos_lightning.profile.explicit_settings.command_line_keys`).
+    """
+    name = config.run.name
+    if not name:
+        return
+    logger = config.trainer.logger
+    named = [entry for entry in (logger if isinstance(logger, list) else [logger]) if _has_name(entry)]
+    if not named:
+        why = "logging is off (trainer.logger false)" if not logger else "the configured logger takes no name"
+        raise ConfigError(
+            f"--run.name {name}: a run is named through its logger (its folder is <save_dir>/{name}) and {why}: "
+            "keep a logger (the default CSVLogger), or drop --run.name and set --checkpoint.dirpath"
+        )
+    earlier = _logger_root(logger)
+    for entry in named:
+        entry.init_args.name = name
+    for group in ("checkpoint", "selection"):
+        dirpath = getattr(config, group).dirpath
+        if dirpath and _follows_name(Path(str(dirpath)), earlier, group, typed):
+            getattr(config, group).dirpath = None  # derived again from the new name (before_instantiate_classes)
+
+
+def _has_name(logger: Any) -> bool:
+    init_args = getattr(logger, "init_args", None)
+    return isinstance(init_args, Namespace) and "name" in init_args
+
+
+def _follows_name(folder: Path, root: str | None, group: str, typed: set[str]) -> bool:
+    """Whether ``folder`` (``<group>.dirpath``) is the run folder's ``checkpoints``, set by the config, not typed."""
+    return root is not None and f"{group}.dirpath" not in typed and folder == Path(root) / "checkpoints"
 
 
 def _logger_root(logger: Any) -> str | None:

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from iquitos_lightning.__main__ import main
-from iquitos_lightning.cli import one_line_parse_error, run_lightning_cli
+from iquitos_lightning.agents import RLAgent
+from iquitos_lightning.cli import IquitosLightningCLI, one_line_parse_error, run_lightning_cli
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = str(REPO / "configs" / "smoke.yaml")
@@ -173,3 +175,113 @@ def test_top_level_help_lists_every_command_and_says_no_arguments_runs_the_main_
     commands |= {"tune", "tune-reference", "test-years"}
     assert listed == commands
     assert "With no command it runs the main job" in " ".join(printed.split())  # argparse wraps lines
+
+
+def _short_fit(save_dir: Path, *extra: str) -> int:
+    """A 56-frame fit of the tiny site logging under ``save_dir``, its checkpoint folder left to the run's name (as
+    the profiles leave it); no evaluation, no W&B."""
+    return run_lightning_cli(["fit", "--config", SMOKE, f"--trainer.logger.init_args.save_dir={save_dir}",
+                              "--model.init_args.rollout.frame_budget=56", "--model.init_args.rollout.eval_episodes=0",
+                              "--tracking.wandb=false", *extra])  # fmt: skip
+
+
+def _files(folder: Path) -> dict[str, int]:
+    return {path.name: path.stat().st_mtime_ns for path in folder.iterdir()}
+
+
+def test_a_run_named_otherwise_trains_in_a_folder_of_its_own_and_a_rerun_is_refused_naming_that_folder(
+    tmp_path, capsys
+):
+    """The issue: after a finished run, ``--trainer.logger.init_args.name bad`` moved the logs but not the
+    checkpoints (the profile fixed ``checkpoint.dirpath``), so the fit was refused naming the first run's folder."""
+    first = tmp_path / "smoke" / "checkpoints"
+    assert _short_fit(tmp_path) == 0
+    before = _files(first)
+    for flag, name in (("--run.name", "other"), ("--trainer.logger.init_args.name", "other2")):
+        assert _short_fit(tmp_path, flag, name) == 0
+        assert (tmp_path / name / "checkpoints" / "last.ckpt").exists()
+        assert (tmp_path / name / "version_0" / "metrics.csv").exists() and (tmp_path / name / "report").is_dir()
+    assert _files(first) == before  # the first run's checkpoints untouched, nothing written beside them
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["other", "other2", "smoke"]
+
+    capsys.readouterr()
+    assert _short_fit(tmp_path, "--run.name", "other") == 2  # the same name again: refused, naming its folder
+    error = capsys.readouterr().err
+    other = tmp_path / "other"
+    assert f"error: {other / 'checkpoints'} already holds the checkpoints of an earlier run" in error
+    assert f"--run.new (moves {other} aside to {tmp_path / 'other-old-1'}; nothing is deleted)" in error
+    assert f"--run.name NAME ({tmp_path}/NAME)" in error
+
+
+class _Resolved(Exception):
+    """Raised by :class:`_ResolveOnly` in place of building anything: carries the config the CLI resolved."""
+
+
+class _ResolveOnly(IquitosLightningCLI):
+    def instantiate_classes(self) -> None:
+        raise _Resolved(self.config[self.subcommand])
+
+
+def _resolved(*args: str):
+    """The ``fit`` config once the CLI has derived the run's folders (refusals included), nothing built."""
+    saved_argv, sys.argv = sys.argv, sys.argv[:1]  # as run_lightning_cli: pytest's own arguments are not the CLI's
+    try:
+        with pytest.raises(_Resolved) as resolved:
+            _ResolveOnly(RLAgent, subclass_mode_model=True, args=["fit", *args], seed_everything_default=0)
+    finally:
+        sys.argv = saved_argv
+    return resolved.value.args[0]
+
+
+@pytest.mark.parametrize("flag", ["--run.name", "--trainer.logger.init_args.name"])
+def test_the_cards_profile_renamed_after_a_finished_run_puts_all_its_folders_under_the_new_name(
+    flag, tmp_path, monkeypatch, capsys
+):
+    """``configs/sac_cpu.yaml`` as in the issue, resolved only (its fit takes minutes): the CSV log, the checkpoints,
+    ``best.ckpt`` and the W&B logger all under ``<save_dir>/bad``; the same name again is refused naming its own
+    folder."""
+    monkeypatch.setenv("WANDB_MODE", "offline")  # the W&B logger is added to the config (not built here)
+    earlier = tmp_path / "sac_cpu" / "checkpoints"
+    earlier.mkdir(parents=True)
+    (earlier / "last.ckpt").write_bytes(b"")
+    profile = ["--config", "configs/sac_cpu.yaml", f"--trainer.logger.init_args.save_dir={tmp_path}"]
+    config = _resolved(*profile, flag, "bad")
+    assert config.checkpoint.dirpath == config.selection.dirpath == f"{tmp_path}/bad/checkpoints"
+    csv, wandb = config.trainer.logger
+    assert (csv.init_args.save_dir, csv.init_args.name) == (str(tmp_path), "bad")
+    assert (wandb.init_args.save_dir, wandb.init_args.name) == (f"{tmp_path}/bad", "bad")
+
+    assert run_lightning_cli(["fit", *profile]) == 2
+    error = capsys.readouterr().err
+    assert f"error: {earlier} already holds the checkpoints of an earlier run (last.ckpt)" in error
+    assert f"--run.new (moves {tmp_path / 'sac_cpu'} aside to {tmp_path / 'sac_cpu-old-1'}" in error
+
+
+def test_run_name_takes_a_config_files_checkpoint_folder_along_but_not_a_typed_one(tmp_path):
+    """A tuned config (``tune`` writes ``checkpoint.dirpath: runs/<name>/checkpoints``) or an older copy of a profile
+    fixes the folder at its name's: ``--run.name`` moves it along; ``--checkpoint.dirpath`` typed stays put."""
+    old = f"{tmp_path}/old/checkpoints"
+    fixed = tmp_path / "fixed.yaml"
+    fixed.write_text(f"checkpoint: {{dirpath: {old}}}\nselection: {{dirpath: {old}}}\n")
+    both = ["--config", SMOKE, "--config", str(fixed), f"--trainer.logger.init_args.save_dir={tmp_path}"]
+    both += ["--trainer.logger.init_args.name=old", "--tracking.wandb=false", "--run.name", "new"]
+    config = _resolved(*both)
+    assert config.checkpoint.dirpath == config.selection.dirpath == f"{tmp_path}/new/checkpoints"
+    assert _resolved(*both, f"--checkpoint.dirpath={old}").checkpoint.dirpath == old
+
+
+def test_run_name_without_a_logger_is_refused_saying_what_to_set(capsys):
+    assert run_lightning_cli(["fit", "--config", SMOKE, "--trainer.logger", "false", "--run.name", "bad"]) == 2
+    assert "error: --run.name bad: a run is named through its logger" in capsys.readouterr().err
+
+
+def test_no_profile_fixes_its_checkpoint_folder_apart_from_the_runs_name():
+    """Every profile leaves ``checkpoint.dirpath`` to be derived from its logger's name, so that ``--run.name``
+    moves the whole run (``configs/tuned/``: written by ``tune``; ``--run.name`` takes their folder along)."""
+    fixed = []
+    for path in sorted((REPO / "configs").rglob("*.yaml")):
+        config = yaml.safe_load(path.read_text())
+        checkpoint = config.get("checkpoint") if isinstance(config, dict) else None
+        if "tuned" not in path.parts and isinstance(checkpoint, dict) and "dirpath" in checkpoint:
+            fixed.append(path.relative_to(REPO).as_posix())
+    assert fixed == []

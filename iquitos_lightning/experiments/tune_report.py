@@ -34,7 +34,6 @@ def tuned_config(profile: Path, overrides: Sequence[str], run_name: str) -> dict
         "class_path": "lightning.pytorch.loggers.CSVLogger",
         "init_args": {"save_dir": "runs", "name": run_name},
     }
-    config.setdefault("checkpoint", {})["dirpath"] = f"runs/{run_name}/checkpoints"
     return config
 
 

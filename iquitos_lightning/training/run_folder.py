@@ -4,8 +4,15 @@ Why: running the same ``fit`` twice wrote ``last-v1.ckpt`` and ``frames=336-v1.c
 run's files while ``last.ckpt`` still pointed at the first run, so a later ``--ckpt_path last`` resumed the
 wrong one, and the logs, the W&B runs and the report of two runs mixed in one folder. Now a ``fit``
 without ``--ckpt_path`` whose checkpoint folder already holds checkpoints is refused with one line naming
-the two ways on: resume the earlier run (``--ckpt_path last``) or start a fresh one with ``--run.new``,
-which moves the earlier run's folder aside to ``<folder>-old-<n>`` (nothing is deleted).
+the ways on: resume the earlier run (``--ckpt_path last``), start a fresh one with ``--run.new``, which moves
+the earlier run's folder aside to ``<folder>-old-<n>`` (nothing is deleted), or, where the checkpoint folder
+follows the run's name, give the new run a folder of its own with ``--run.name NAME``.
+
+One name decides a run's folder: ``--run.name NAME`` (or ``--trainer.logger.init_args.name NAME``) puts the logs,
+the checkpoints (``checkpoint.dirpath`` is derived from the logger's ``<save_dir>/<name>`` when not set, and the
+profiles leave it unset) and the report under ``<save_dir>/NAME``. A profile that fixed
+``checkpoint.dirpath: runs/<profile>/checkpoints`` kept the checkpoints in the profile's folder when the logger's
+name changed, and the refusal then named that folder and offered to move the renamed, empty one aside.
 
 What is an earlier run is decided when the command line is read, before anything is built: building the loggers
 creates the run folder (the W&B logger makes its ``save_dir``), so a folder seen only at ``fit`` time may be this
@@ -24,8 +31,9 @@ from iquitos_lightning.errors import ConfigError
 
 @dataclass
 class RunOptions:
-    """What ``fit`` does when the run's folder already holds an earlier run."""
+    """The run's name, and what ``fit`` does when the run's folder already holds an earlier run."""
 
+    name: str | None = None  # the run's folder <save_dir>/NAME: logs, checkpoints, report (default: the logger's name)
     new: bool = False  # move the earlier run's folder aside to <folder>-old-<n> and start afresh (nothing deleted)
 
 
@@ -50,10 +58,14 @@ def holds_files(folder: Path) -> bool:
     return folder.is_dir() and any(not path.is_dir() or path.is_symlink() for path in folder.rglob("*"))
 
 
-def claim_run_folder(checkpoint_dir: Path, run_root: Path | None, *, new: bool) -> list[Path]:
+def claim_run_folder(
+    checkpoint_dir: Path, run_root: Path | None, *, new: bool, follows_name: bool = False
+) -> list[Path]:
     """Check the run's folders for a fresh ``fit``, before anything is built; returns the earlier run's folders.
 
     Without ``new``: refuses (:class:`ConfigError`) when ``checkpoint_dir`` holds checkpoints, else returns [].
+    The refusal names the folders ``--run.new`` would move (those holding files) and, when ``follows_name`` (the
+    checkpoint folder is ``run_root/checkpoints`` because the run's name put it there), ``--run.name``.
     With ``new``: the run folder ``run_root`` and the checkpoint folder outside it (if so) that hold files now,
     for :func:`move_aside` to move once the run starts; an absent or empty folder is not an earlier run.
     """
@@ -62,10 +74,18 @@ def claim_run_folder(checkpoint_dir: Path, run_root: Path | None, *, new: bool) 
     if not new:
         if earlier:
             shown = ", ".join(earlier[:3]) + (", ..." if len(earlier) > 3 else "")
+            held = [folder for folder in folders if holds_files(folder)]
+            moves = " and ".join(f"{folder} aside to {aside_path(folder)}" for folder in held or folders[:1])
+            ways = [
+                "resume it with --ckpt_path last",
+                f"start a fresh run with --run.new (moves {moves}; nothing is deleted)",
+            ]
+            if follows_name and run_root is not None:
+                ways.append(f"give this run a folder of its own with --run.name NAME ({run_root.parent}/NAME)")
             raise ConfigError(
-                f"{checkpoint_dir} already holds the checkpoints of an earlier run ({shown}): resume it with "
-                f"--ckpt_path last, or start a fresh run with --run.new (moves {folders[0]} aside to "
-                f"{aside_path(folders[0])}; nothing is deleted)"
+                f"{checkpoint_dir} already holds the checkpoints of an earlier run ({shown}): "
+                + ", ".join(ways[:-1])
+                + f", or {ways[-1]}"
             )
         return []
     return [folder for folder in folders if holds_files(folder)]

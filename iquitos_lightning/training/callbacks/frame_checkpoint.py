@@ -5,8 +5,8 @@ rollout, SAC's updates or PPO's epochs x minibatches) or epochs; an RL run is pl
 saves after the training batch that crosses each multiple of ``every_n_frames`` (and after the batch that completes
 the frame budget, so every finished run ends with a checkpoint) and keeps everything else of ``ModelCheckpoint``
 (``dirpath``, ``save_top_k``, ``save_last``, the filename template, which may use ``{frames}``). ``fit --ckpt_path
-last`` finds the ``last`` checkpoint in ``dirpath``: give a fixed ``dirpath`` (the configs use
-``runs/<name>/checkpoints``) so a new run version still finds it.
+last`` finds the ``last`` checkpoint in ``dirpath``: a fixed ``dirpath`` (the CLI derives
+``<save_dir>/<name>/checkpoints`` from the run's name, ``--run.name``) so a new run version still finds it.
 
 What it adds so that nothing is lost (README, "When things go wrong"):
 - **Ctrl-C**: during ``fit`` the first Ctrl-C is a request (:mod:`.interrupt`); the run saves after
