@@ -121,7 +121,12 @@ class OffPolicyAgent(RLAgent):
         return None
 
     def collector_options(self) -> dict[str, Any]:
-        return {"init_random_frames": max(self.init_random_frames - self.frames_done, 0)}
+        """The random frames still to come, in whole rollouts: the collector draws random actions for every rollout
+        that starts below its ``init_random_frames`` anyway (and warns on every run when the figure is not a multiple
+        of the rollout), so rounding up changes nothing it does."""
+        per_rollout = self.rollout_config.frames_per_batch
+        remaining = max(self.init_random_frames - self.frames_done, 0)
+        return {"init_random_frames": math.ceil(remaining / per_rollout) * per_rollout}
 
     def update_rows(self) -> tuple[int, int]:
         return self.batch_size, self.batch_size

@@ -102,14 +102,23 @@ def _folders(site_dir: Path) -> list[str]:
         "Each was written by the `compare` command it names, with the site profile and code of its revision "
         "(its own page says which); they are not re-run when the profile changes.",
         "",
-        "| folder | made by |",
-        "|:---|:---|",
+        "| folder | what it is | made by |",
+        "|:---|:---|:---|",
     ]
     for folder in folders:
         commands = [made_by(page) for page in sorted(folder.glob("*.md"))]
         command = next((command for command in commands if command), None)
-        lines.append(f"| [{folder.name}/]({folder.name}/) | " + (f"`{command}`" if command else "-") + " |")
+        made = f"`{command}`" if command else "-"
+        lines.append(f"| [{folder.name}/]({folder.name}/) | {_title(folder / PAGE_NAME)} | {made} |")
     return [*lines, ""]
+
+
+def _title(page: Path) -> str:
+    """A folder's own page's first heading (what the folder is), or ``-``."""
+    if not page.is_file():
+        return "-"
+    heading = next((line for line in page.read_text().splitlines() if line.startswith("# ")), "")
+    return heading.removeprefix("# ").strip() or "-"
 
 
 def results_page(site_dir: Path) -> str:

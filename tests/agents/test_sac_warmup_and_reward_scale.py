@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import lightning.pytorch as pl
@@ -46,3 +47,17 @@ def test_the_first_init_random_frames_are_uniform_random_then_the_policy_acts():
     assert recorder.largest[0] > 1.0 and recorder.largest[50] > 1.0  # random: somewhere beyond +-1 in 50 draws
     assert recorder.largest[100] < 0.1 and recorder.largest[150] < 0.1  # the policy's
     assert agent.updates_done == 150  # none while fewer than 100 frames are stored; one per frame from the 100th on
+
+
+def test_random_frames_not_a_multiple_of_the_rollout_are_whole_rollouts_without_torchrls_warning():
+    """80 random frames in rollouts of 50: the collector draws the first two rollouts at random either way (it asks
+    whether a rollout starts below the figure); the agent gives it 100, so TorchRL has nothing to warn about."""
+    pl.seed_everything(0)
+    agent = small_sac(200, init_random_frames=80, zero_mean_start=True, initial_scale=0.01, actor_delay_frames=1_000)
+    assert agent.collector_options() == {"init_random_frames": 100}
+    recorder = ActionRecorder()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="init_random_frames")
+        cpu_trainer(callbacks=[recorder], limit_val_batches=0).fit(agent)
+    assert recorder.largest[50] > 1.0 and recorder.largest[100] < 0.1  # two rollouts random, then the policy
+    assert agent.updates_done == 150  # as with 100: learning starts once 80 frames are stored, at the 100th
