@@ -106,7 +106,9 @@ def agent_class(run_dir: Path) -> type:
 def agent_on_years(run_dir: Path, years: tuple[int, ...]) -> dict[int, dict[str, Any]]:
     """The run's ``best.ckpt`` (chosen on the selection year) on each test year: one deterministic episode each."""
     from iquitos_lightning.envs.factory import make_year_env, site_env  # lazy: torch only for agent rows
+    from iquitos_lightning.training.quiet import plain_torchrl_lines
 
+    plain_torchrl_lines()  # TorchRL's lines without colour codes in a log file, as `fit` prints them
     checkpoint = run_dir / "checkpoints" / "best.ckpt"
     if not checkpoint.is_file():
         raise ConfigError(f"{run_dir}: no checkpoints/best.ckpt (a run with a selection year writes it)")
