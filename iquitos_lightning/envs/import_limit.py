@@ -16,6 +16,8 @@ computes in float32 (its own rounding of PV, load and battery energy) stays unde
 
 from __future__ import annotations
 
+import numpy as np
+
 from iquitos_lightning.envs.actions import Array, _clip_low, _is_torch, _minimum, _where
 
 # kW below the stated limit that the curtailed command aims at: float32 rounding of a ~3,500 kW import is ~2e-4.
@@ -34,8 +36,6 @@ def _total(values: Array) -> Array:
         import torch  # lazy: numpy callers (CityLearn env, controllers) never load torch here
 
         return torch.cumsum(values, dim=-1)[..., -1]
-    import numpy as np
-
     return np.cumsum(values, axis=-1)[..., -1]
 
 

@@ -1,5 +1,6 @@
 """Site configuration: profiles load, bad values are refused with the field named."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,8 @@ def test_default_profile_matches_site_card() -> None:
     assert config.pv.dc_kwp == 4162 and config.pv.ac_limit_kw == 3201
     assert config.grid.carbon_intensity_kg_per_kwh == pytest.approx(0.4521)
     assert config.hours == 8760
-    assert config == SiteConfig()
+    assert config.grid.import_limit_kw == 3500.0  # the profile's assumed connection; the dataclass has none
+    assert config == SiteConfig(grid=dataclasses.replace(SiteConfig().grid, import_limit_kw=3500.0))
 
 
 def test_38_socket_profile() -> None:
