@@ -82,3 +82,13 @@ def test_the_cli_reads_an_overlay_as_the_whole_config_and_counts_the_bases_keys_
     )
     written = explicit_keys(["fit", "--config", str(overlay)])
     assert {"model.batch_size", "model.hidden_sizes", "model.rollout.frames_per_batch"} <= written
+
+
+@pytest.mark.parametrize("agent", ["sac", "ppo", "a2c"])
+def test_each_card_profile_is_a_short_overlay_over_its_agents_base(agent: str) -> None:
+    """The card's settings are written once, in ``configs/base/``; a card profile names its agent's base."""
+    for device in ("cpu", "rtx4060", "auto"):
+        text = (REPO / "configs" / f"{agent}_{device}.yaml").read_text()
+        assert f"\nbase: configs/base/{agent}.yaml\n" in text, f"{agent}_{device}"
+        assert len(text.splitlines()) <= 25, f"{agent}_{device}: more than its card's hardware"
+    assert yaml.safe_load((REPO / "configs" / "base" / f"{agent}.yaml").read_text())["base"] == "configs/base/card.yaml"
