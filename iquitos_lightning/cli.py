@@ -62,6 +62,7 @@ from iquitos_lightning.errors import (
 )
 from iquitos_lightning.fastpath.cli_checkpoint import CommandLineWinsOnResume
 from iquitos_lightning.profile.auto_profile import add_profile_argument, apply_profile
+from iquitos_lightning.profile.bases import names_a_base, profile_yaml
 from iquitos_lightning.profile.devices import AcceleratorUnavailable, adapt_to_machine, refuse_gpu_profile_without_cuda
 from iquitos_lightning.profile.explicit_settings import command_line_keys, config_files
 from iquitos_lightning.profile.hardware import apply_memory_cap
@@ -128,7 +129,23 @@ def class_options(class_path: str) -> list[str]:
     return sorted({action.dest.rsplit(".", 1)[-1] for action in parser._actions})
 
 
-class OneLineErrorParser(LightningArgumentParser):
+class ProfileParser(LightningArgumentParser):
+    """A ``--config`` file that names a ``base`` is read over its base (:mod:`iquitos_lightning.profile.bases`).
+
+    Why here: every config file jsonargparse reads goes through :meth:`parse_path`, so the card's overlays
+    (``configs/sac_cpu.yaml`` over ``configs/base/sac.yaml``) parse, print (``--print_config``) and save (a run's
+    ``config.yaml``) as the whole config they stand for. A file without ``base`` is read by jsonargparse as it is.
+    """
+
+    def parse_path(self, path: Any, ext_vars: dict | None = None, env: bool | None = None, defaults: bool = True,
+                   **kwargs: Any) -> Namespace:  # fmt: skip
+        if not names_a_base(path):
+            return super().parse_path(path, ext_vars, env, defaults, **kwargs)
+        resolved = yaml.safe_dump(profile_yaml(path), sort_keys=False)
+        return self.parse_string(resolved, Path(str(path)).name, ext_vars, env, defaults, **kwargs)
+
+
+class OneLineErrorParser(ProfileParser):
     """A parse error is one ``error:`` line and a pointer to ``--help``, not the usage and a Union dump."""
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
@@ -141,6 +158,9 @@ class OneLineErrorParser(LightningArgumentParser):
 
 class IquitosLightningCLI(CommandLineWinsOnResume):
     _earlier_run: tuple[Path, ...] = ()  # --run.new: the folders an earlier run left, found before building
+
+    def __init__(self, *args: Any, parser_class: type[LightningArgumentParser] = ProfileParser, **kwargs: Any) -> None:
+        super().__init__(*args, parser_class=parser_class, **kwargs)  # a profile's base is read however it is built
 
     def parse_arguments(self, parser: Any, args: Any) -> None:
         # Kept so the auto profile can tell what the user wrote from what is a default.

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from iquitos_lightning.__main__ import main
 from iquitos_lightning.agents import RLAgent
 from iquitos_lightning.cli import IquitosLightningCLI, one_line_parse_error, run_lightning_cli
+from iquitos_lightning.profile.bases import profile_yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = str(REPO / "configs" / "smoke.yaml")
@@ -279,8 +279,8 @@ def test_no_profile_fixes_its_checkpoint_folder_apart_from_the_runs_name():
     """Every profile leaves ``checkpoint.dirpath`` to be derived from its logger's name, so that ``--run.name``
     moves the whole run (``configs/tuned/``: written by ``tune``; ``--run.name`` takes their folder along)."""
     fixed = []
-    for path in sorted((REPO / "configs").rglob("*.yaml")):
-        config = yaml.safe_load(path.read_text())
+    for path in sorted(path for path in (REPO / "configs").rglob("*.yaml") if "site" not in path.parts):
+        config = profile_yaml(path)  # over its base: a base that fixed the folder would fix every profile's
         checkpoint = config.get("checkpoint") if isinstance(config, dict) else None
         if "tuned" not in path.parts and isinstance(checkpoint, dict) and "dirpath" in checkpoint:
             fixed.append(path.relative_to(REPO).as_posix())

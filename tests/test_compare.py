@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from iquitos_lightning.experiments.compare import CompareError, overrides_for, parse_frames, plan_runs, profile_path
+from iquitos_lightning.profile.bases import profile_yaml
 from iquitos_lightning.report.comparison import comparison_markdown, comparison_rows, gap_closed_pct
 
 REPO = Path(__file__).resolve().parents[1]
@@ -143,7 +143,7 @@ def test_every_experiment_profile_lives_under_its_objective_and_names_its_own_pa
     assert len(profiles) >= 18
     assert all(path.name.endswith(("_twin_cpu.yaml", "_per_socket_cpu.yaml")) for path in profiles)
     for path in profiles:
-        env = yaml.safe_load(path.read_text())["model"]["init_args"]["env"]
+        env = profile_yaml(path)["model"]["init_args"]["env"]
         assert path.parent.name == env.get("objective", "thesis"), path
         relative = path.relative_to(REPO).as_posix()
         assert f"# python -m iquitos_lightning fit --config {relative}\n" in path.read_text(), path

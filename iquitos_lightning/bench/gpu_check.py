@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 from rich.progress import Progress
 
 from iquitos_lightning.agents import A2C, PPO, SAC
@@ -53,6 +52,7 @@ from iquitos_lightning.bench.gpu_check_tasks import profile_fit_command
 from iquitos_lightning.bench.update_step import largest_relative_difference
 from iquitos_lightning.bench.whole_fits import against_cpu, whole_fit_jobs, whole_fit_plan
 from iquitos_lightning.profile.auto_profile import workload_of
+from iquitos_lightning.profile.bases import profile_yaml
 from iquitos_lightning.profile.hardware import GIB, MEMORY_CAP_ENV, detect_device
 from iquitos_lightning.profile.memory_budget import InsufficientMemory
 from iquitos_lightning.profile.profiles import choose_profile
@@ -144,7 +144,7 @@ def check_device(run: CheckRun) -> dict[str, Any]:
     result: dict[str, Any] = {"views": {}}
     workloads = {}
     for algorithm in ALGORITHMS:
-        model_args = yaml.safe_load(Path(f"configs/{algorithm}_auto.yaml").read_text())["model"]["init_args"]
+        model_args = profile_yaml(f"configs/{algorithm}_auto.yaml")["model"]["init_args"]
         if run.quick:  # the tiny site builds in a second; the choice's logic is the same at any size
             model_args["env"] = {**model_args["env"], "site": "configs/site/tiny.yaml", "num_workers": 1}
         workloads[algorithm] = workload_of(model_args, AGENT_CLASSES[algorithm])

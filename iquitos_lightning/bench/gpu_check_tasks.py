@@ -32,9 +32,9 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
-import yaml
 
 from iquitos_lightning.bench.update_step import UpdateStepSizes, measure_update_step
+from iquitos_lightning.profile.bases import profile_yaml
 from iquitos_lightning.profile.hardware import GIB, memory_cap_bytes
 
 
@@ -163,7 +163,7 @@ def profile_fit_command(
 ) -> list[str]:
     """``python -m iquitos_lightning fit`` of ``config`` for ``rollouts`` rollouts, no evaluation, FitProbe added;
     ``overrides`` (command-line options) last, and named beside the config in the probe's report."""
-    model_args = (yaml.safe_load(Path(config).read_text()) or {})["model"]["init_args"]
+    model_args = (profile_yaml(config) or {})["model"]["init_args"]
     frames_per_batch = int(model_args["rollout"]["frames_per_batch"])
     budget = frames_per_batch * rollouts
     label = " ".join((config, *overrides))

@@ -22,7 +22,6 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
-import yaml
 
 from iquitos_lightning.agents import A2C, PPO, SAC, RLAgent
 from iquitos_lightning.agents.config import as_config
@@ -32,6 +31,7 @@ from iquitos_lightning.bench.timing import setup_kept_out_of_collections
 from iquitos_lightning.bench.trainer import bare_trainer
 from iquitos_lightning.envs.factory import EnvConfig, twin_options
 from iquitos_lightning.envs.twin import make_twin
+from iquitos_lightning.profile.bases import profile_yaml
 
 EXPERIMENT_PROFILES = {
     "PPO": "configs/experiments/tariff/ppo_fleet_tariff_twin_cpu.yaml",
@@ -71,7 +71,7 @@ def merged_settings(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> di
 
 def profile_init_args(path: str | Path) -> dict[str, Any]:
     """The ``model.init_args`` of an experiment profile (a LightningCLI YAML)."""
-    return yaml.safe_load(Path(path).read_text())["model"]["init_args"]
+    return profile_yaml(path)["model"]["init_args"]
 
 
 def warmup_frames(algorithm: str, arguments: Mapping[str, Any]) -> int:

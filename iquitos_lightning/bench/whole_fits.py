@@ -16,8 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from iquitos_lightning.profile.bases import profile_yaml
 from iquitos_lightning.profile.devices import cpu_profile_for
 
 # The other settings a GPU profile is timed in beside itself: the one it replaced (SAC and PPO trained in 16-mixed
@@ -39,7 +38,7 @@ CPU_OVERRIDES = ("--trainer.accelerator=cpu",)
 
 def rollouts_for(config: str) -> int:
     """Rollouts of a whole fit of ``config``: the first (not timed), then enough for ``TIMED_FRAMES``."""
-    rollout = yaml.safe_load(Path(config).read_text())["model"]["init_args"]["rollout"]
+    rollout = profile_yaml(config)["model"]["init_args"]["rollout"]
     frames_per_batch = int(rollout["frames_per_batch"])
     return 1 + max(LEAST_TIMED_ROLLOUTS, math.ceil(TIMED_FRAMES / frames_per_batch))
 

@@ -53,6 +53,7 @@ from iquitos_lightning.control.baselines import current_references, run_baseline
 from iquitos_lightning.envs.actions import FLAT_RULE_RESIDUAL, RULE_RESIDUAL, SHAVER_RESIDUAL
 from iquitos_lightning.experiments.launchers import Launcher, LauncherOptions
 from iquitos_lightning.experiments.profiles import EXPERIMENTS, find_profile, profile_files
+from iquitos_lightning.profile.bases import profile_yaml
 from iquitos_lightning.report.comparison import (
     EV_SERVICE_TOLERANCE,
     comparison_markdown,
@@ -232,7 +233,7 @@ def plan_runs(
     for agent in agents:
         base, variant = split_entry(agent)
         path = profile_path(base, profile, configs)
-        init_args = yaml.safe_load(path.read_text())["model"]["init_args"]
+        init_args = profile_yaml(path)["model"]["init_args"]
         agent_overrides = overrides_for(agent, extra_overrides or [])
         if variant == HINDSIGHT_VARIANT:
             agent_overrides[CRITIC_FORECASTS_KEY] = ORACLE
@@ -344,7 +345,7 @@ def env_setting(path: Path, overrides: dict[str, str], name: str, default: Any) 
     for candidate in (key, f"--{key}"):
         if candidate in overrides:
             return overrides[candidate]
-    env = yaml.safe_load(path.read_text())["model"]["init_args"].get("env") or {}
+    env = profile_yaml(path)["model"]["init_args"].get("env") or {}
     return env.get(name, default)
 
 

@@ -31,6 +31,7 @@ import yaml
 
 from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.experiments.profiles import resolve_profile
+from iquitos_lightning.profile.bases import profile_yaml
 
 MODEL_PREFIX = "model.init_args."
 KINDS = {"float": ("low", "high"), "int": ("low", "high"), "categorical": ("choices",)}
@@ -97,7 +98,7 @@ def load_search_space(path: Path) -> SearchSpace:
     profile = resolve_profile(written)  # a path from before configs/experiments/ is found there
     if profile is None:
         raise SearchSpaceError(f"{path}: profile {str(written)!r} is not a file")
-    model = (yaml.safe_load(profile.read_text()) or {}).get("model") or {}
+    model = (profile_yaml(profile) or {}).get("model") or {}
     options = model_options(str(model.get("class_path", "")), path)
     params = tuple(_param(path, key, spec, options) for key, spec in raw["params"].items())
     return SearchSpace(path, profile, params)

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from rich.console import Console
 
 from iquitos_lightning.console import command_console
@@ -61,6 +60,7 @@ from iquitos_lightning.experiments.tune_report import (
     write_best_config,
     write_study_plots,
 )
+from iquitos_lightning.profile.bases import profile_yaml
 from iquitos_lightning.report.comparison import objective_value
 from iquitos_lightning.report.results_page import write_results_page
 from iquitos_lightning.site.config import load_site_config
@@ -141,7 +141,7 @@ def plan_study(settings: TuneSettings) -> Plan:
     make_pruner(settings.pruner, settings.startup_trials)  # refuses an unknown pruner before anything runs
     space = load_search_space(settings.search)
     site_name = load_site_config(settings.site).name
-    profile = yaml.safe_load(space.profile.read_text())
+    profile = profile_yaml(space.profile)
     init_args = profile["model"]["init_args"]
     agent = str(profile["model"]["class_path"]).rsplit(".", 1)[-1].lower()
     fixed = overrides_for(agent, list(settings.overrides))

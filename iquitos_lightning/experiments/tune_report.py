@@ -21,12 +21,13 @@ import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
 
 from iquitos_lightning.atomic_files import write_atomically  # noqa: E402
+from iquitos_lightning.profile.bases import profile_yaml  # noqa: E402
 
 
 def tuned_config(profile: Path, overrides: Sequence[str], run_name: str) -> dict[str, Any]:
     """The profile with every ``--key=value`` override written in (values read as YAML, as the CLI reads them),
     logging and checkpoints under ``runs/<run_name>``."""
-    config = yaml.safe_load(profile.read_text())
+    config = profile_yaml(profile)
     for override in overrides:
         key, _, value = override.removeprefix("--").partition("=")
         _set(config, key.split("."), yaml.safe_load(value))

@@ -4,17 +4,19 @@ Why not compare parsed values with the parser's defaults: a value the user sets 
 (``--model.batch_size 256``) would look automatic, and the auto profile would silently replace it.
 Scanning what was written is exact. Keys come back as config paths without ``init_args``
 (``model.buffer.capacity``), the form :mod:`iquitos_lightning.profile.profiles` uses; a dict value
-(``--model.buffer '{capacity: 5000}'`` or a YAML mapping) counts for each key inside it.
+(``--model.buffer '{capacity: 5000}'`` or a YAML mapping) counts for each key inside it. A config file is read
+over its ``base`` (:func:`~iquitos_lightning.profile.bases.profile_yaml`): what the base writes, the profile writes.
 Not scanned: jsonargparse's environment variables and default config files (this CLI uses neither).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import yaml
+
+from iquitos_lightning.profile.bases import profile_yaml
 
 CONFIG_FLAGS = ("--config", "-c")
 
@@ -65,7 +67,7 @@ def explicit_keys(args: Sequence[str]) -> set[str]:
     for flag, value in _flags(args):
         if flag in CONFIG_FLAGS:
             if value is not None:
-                keys.update(_leaf_keys("", yaml.safe_load(Path(value).read_text()) or {}))
+                keys.update(_leaf_keys("", profile_yaml(value) or {}))
             continue
         key = flag.lstrip("-")
         keys.update(_leaf_keys(key, _parsed(value) if value is not None else None))

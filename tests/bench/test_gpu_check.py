@@ -22,6 +22,7 @@ from iquitos_lightning.bench.gpu_check import (
     update_grid,
 )
 from iquitos_lightning.bench.gpu_check_report import markdown_report, profiles_section
+from iquitos_lightning.profile.bases import profile_yaml
 from iquitos_lightning.profile.hardware import GIB, MEMORY_CAP_ENV, memory_cap_bytes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -238,7 +239,7 @@ def test_the_fits_check_runs_its_fits_through_the_cli_and_reports_each_row(tmp_p
     CUDA, reported as such) and its CPU profile (timed, the ratio's base), each through ``fit``."""
     from iquitos_lightning.bench.gpu_check import gpu_profile_fits
 
-    smoke = yaml.safe_load((REPO / "configs" / "smoke.yaml").read_text())
+    smoke = profile_yaml(REPO / "configs" / "smoke.yaml")
     smoke["model"]["init_args"]["env"] |= {"backend": "twin", "num_envs": 16, "data_root": str(REPO / "data")}
     smoke["model"]["init_args"]["rollout"]["frames_per_batch"] = 4096  # 4 rollouts: the first, then 3 timed
     smoke["model"]["init_args"] |= {"updates_per_frame": 0.005, "init_random_frames": 4096}
