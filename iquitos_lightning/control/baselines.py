@@ -154,9 +154,9 @@ def run_baselines(
     out_dir = Path(results_root) / site_config.name
     unavoidable_kwh = unavoidable_unmet_kwh(env.series)
     _write_outputs(
-        out_dir, site_config, table, rollouts, plan, lp_kpis, build, unavoidable_kwh, simulator, lp_seconds, controllers
-    )
-    _record_provenance(out_dir, made_by)
+        out_dir, site_config, table, rollouts, plan, lp_kpis, build, unavoidable_kwh, simulator, lp_seconds,
+        controllers, made_by,
+    )  # fmt: skip
     write_results_page(out_dir)
     console.print(
         to_rich(table, title=f"Reference controllers, site {site_config.name}", currency=_currency(site_config))
@@ -221,6 +221,7 @@ def _write_outputs(
     simulator: str = "citylearn",
     lp_seconds: dict[str, float] | None = None,
     controllers: list[Controller] | None = None,
+    command: str = "python -m iquitos_lightning baselines",
 ) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     currency = _currency(site_config)
@@ -251,6 +252,8 @@ def _write_outputs(
         },
         "ev_unmet_unavoidable_kwh": unavoidable_kwh,
         "simulator": simulator,
+        "command": command,
+        "git_revision": git_revision(),
         "runs": {
             result.controller: {
                 "steps": result.steps,
@@ -288,17 +291,6 @@ def _write_outputs(
     plot_monthly_energy(flows, out_dir / "monthly_energy.png", year=year, title=site_config.name)
 
 
-def _record_provenance(out_dir: Path, command: str) -> None:
-    """The command and git revision that made the table, in ``baselines.json`` and under ``baselines.md``'s title
-    (where the site's results page reads it)."""
-    summary_path = out_dir / "baselines.json"
-    summary = json.loads(summary_path.read_text()) | {"command": command, "git_revision": git_revision()}
-    write_atomically((json.dumps(summary, indent=2) + "\n").encode(), summary_path, "report")
-    title, _, rest = (out_dir / "baselines.md").read_text().partition("\n")
-    made = f"Made by `{command}` at git revision `{summary['git_revision']}`."
-    write_atomically(f"{title}\n\n{made}\n{rest}".encode(), out_dir / "baselines.md", "report")
-
-
 def _markdown_report(site_config: SiteConfig, table: pd.DataFrame, plan: OptimumPlan, summary: dict) -> str:
     comparison = summary["optimum_lp"]["replay_vs_lp"]
     difference_text = "; ".join(
@@ -307,6 +299,7 @@ def _markdown_report(site_config: SiteConfig, table: pd.DataFrame, plan: Optimum
     )
     return (
         f"# Reference controllers: site `{site_config.name}`\n\n"
+        f"Made by `{summary['command']}` at git revision `{summary['git_revision']}`.\n\n"
         f"{site_config.hours:,} hourly steps, site config hash `{summary['site_config_hash']}`.\n\n"
         f"{to_markdown(table, currency=summary['currency'])}\n"
         "- `uncontrolled`: every connected socket at full power, BESS idle.\n"
