@@ -61,6 +61,7 @@ from iquitos_lightning.errors import (
     one_line,
 )
 from iquitos_lightning.fastpath.cli_checkpoint import CommandLineWinsOnResume
+from iquitos_lightning.fastpath.parser_options import option_names
 from iquitos_lightning.profile.auto_profile import add_profile_argument, apply_profile
 from iquitos_lightning.profile.bases import names_a_base, profile_yaml
 from iquitos_lightning.profile.devices import AcceleratorUnavailable, adapt_to_machine, refuse_gpu_profile_without_cuda
@@ -126,7 +127,7 @@ def class_options(class_path: str) -> list[str]:
     into the on-policy layer's parameters, which ``inspect.signature`` would not show."""
     parser = LightningArgumentParser()
     parser.add_class_arguments(import_object(class_path))
-    return sorted({action.dest.rsplit(".", 1)[-1] for action in parser._actions})
+    return option_names(parser)
 
 
 class ProfileParser(LightningArgumentParser):
@@ -150,7 +151,7 @@ class OneLineErrorParser(ProfileParser):
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         parser = getattr(ex, "subcommand_parser", None) or self
-        known = sorted({action.dest.rsplit(".", 1)[-1] for action in parser._actions})
+        known = option_names(parser)
         sys.stderr.write(f"error: {one_line_parse_error(message, known)}\n")
         sys.stderr.write("(all options: python -m iquitos_lightning <command> --help)\n")
         raise SystemExit(2)

@@ -1,5 +1,5 @@
 """Advantage Actor-Critic (Mnih et al. 2016, synchronous) on TorchRL's ``A2CLoss`` (its forward on tensors:
-agents/lean_a2c_loss.py), one update per rollout.
+fastpath/lean_a2c_loss.py), one update per rollout.
 
 Everything but the loss is the on-policy layer's (:mod:`.on_policy`): actor and critic, GAE advantages
 (``gae_lambda=1`` gives the classic n-step returns), gradient clipping.
@@ -12,8 +12,8 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
-from iquitos_lightning.agents.lean_a2c_loss import LeanA2CLoss
 from iquitos_lightning.agents.on_policy import OnPolicyAgent
+from iquitos_lightning.fastpath.lean_a2c_loss import LeanA2CLoss
 
 
 class A2C(OnPolicyAgent):

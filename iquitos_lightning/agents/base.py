@@ -53,10 +53,9 @@ from iquitos_lightning.agents.collection import collects_in_process, make_collec
 from iquitos_lightning.agents.config import RolloutConfig, as_config, plain
 from iquitos_lightning.agents.guards import NonFiniteGuard, backward_and_step
 from iquitos_lightning.agents.health import DriftProbe
-from iquitos_lightning.agents.networks import apply_to_distribution_bounds, make_actor
+from iquitos_lightning.agents.networks import make_actor
 from iquitos_lightning.agents.replay import bytes_per_transition
 from iquitos_lightning.agents.resume import env_resets_on_resume, refuse_unfit_checkpoint, rng_states, set_rng_states
-from iquitos_lightning.agents.rollout_logging import log_rollout_metrics
 from iquitos_lightning.agents.selection import SELECTION_METRIC, SELECTION_STAGE, selection_score
 from iquitos_lightning.agents.speed import PlannedUpdate, SpeedConfig, planned_update
 from iquitos_lightning.envs.factory import (
@@ -71,6 +70,8 @@ from iquitos_lightning.envs.objectives import tariff_bill
 from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.fastpath.collector_carrier import carried_state, continue_from
 from iquitos_lightning.fastpath.collector_weights import pushes_weights_itself
+from iquitos_lightning.fastpath.distribution_bounds import MovesDistributionBounds
+from iquitos_lightning.fastpath.rollout_logging import log_rollout_metrics
 from iquitos_lightning.fastpath.tanh_normal import collection_policy, evaluation_policy
 from iquitos_lightning.metrics.kpis import compute_kpis
 from iquitos_lightning.profile.hardware import cuda_free_and_total_bytes
@@ -129,7 +130,7 @@ class CollectorStream(IterableDataset):
         pass
 
 
-class RLAgent(pl.LightningModule):
+class RLAgent(MovesDistributionBounds, pl.LightningModule):
     """Base of the on-line agents. Subclasses build their networks in ``__init__`` from :attr:`train_env`'s
     specs and implement :meth:`learn` (and :meth:`configure_optimizers`); see ``sac.py`` for the pattern.
     """
@@ -326,13 +327,6 @@ class RLAgent(pl.LightningModule):
             runtime.iterator = iter(runtime.collector)
         return next(runtime.iterator)
 
-    def _apply(self, fn: Any, recurse: bool = True) -> Any:
-        """``nn.Module._apply`` (what ``.to``, ``.cuda``, ``.double`` run), also on the actors' distribution
-        bounds, in a dict torch does not walk (:func:`~.networks.apply_to_distribution_bounds`)."""
-        moved = super()._apply(fn, recurse)
-        apply_to_distribution_bounds(self, fn)
-        return moved
-
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
         """Rollouts stay on the CPU (they go into host-side buffers); agents move what they train on."""
         return batch
@@ -435,6 +429,14 @@ class RLAgent(pl.LightningModule):
         return metrics
 
     @property
+    def attached_to_trainer(self) -> bool:
+        """Whether a Trainer runs this module (Lightning's ``trainer`` property raises when none does)."""
+        try:
+            return self.trainer is not None
+        except RuntimeError:
+            return False
+
+    @property
     def planned_speed(self) -> SpeedConfig | None:
         """The speed switches this fit's updates really run with (after :func:`plan_speed` refused what the device
         or precision cannot do); None before the first update."""
@@ -442,7 +444,7 @@ class RLAgent(pl.LightningModule):
 
     def _planned_update(self) -> PlannedUpdate:
         if self._runtime.update is None:
-            precision = str(self.trainer.precision) if self._trainer is not None else "32-true"
+            precision = str(self.trainer.precision) if self.attached_to_trainer else "32-true"
             self._runtime.update = planned_update(
                 self.speed_config, self.device, precision, self.fixed_update_shapes(), self.loss_terms, self.update
             )
@@ -450,7 +452,7 @@ class RLAgent(pl.LightningModule):
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         """Stop at the frame budget, then log the rollout's metrics: what ``self.log_dict`` in ``training_step``
-        would log, without its cost (agents/rollout_logging.py). Here and not in ``training_step`` because Lightning
+        would log, without its cost (fastpath/rollout_logging.py). Here and not in ``training_step`` because Lightning
         also logs the batch on which a hook asked to stop (this budget check, an interrupt, a time limit), and those
         hooks run after ``training_step``; this module's hook runs after every callback's."""
         if self.frames_done >= self.frame_budget:

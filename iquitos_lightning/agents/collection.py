@@ -45,9 +45,9 @@ from tensordict.nn import TensorDictModule
 from torchrl.collectors import BaseCollector, Collector
 from torchrl.envs import EnvBase
 
-from iquitos_lightning.agents.networks import apply_to_distribution_bounds
 from iquitos_lightning.envs.factory import WORKER_IGNORED_SIGNALS, EnvConfig, worker_env_makers
 from iquitos_lightning.fastpath.collector_weights import WorkerAsyncCollector, WorkerSyncCollector, close_weight_sync
+from iquitos_lightning.fastpath.distribution_bounds import apply_to_distribution_bounds
 
 
 def collects_in_process(env_config: EnvConfig, overlap: bool) -> bool:

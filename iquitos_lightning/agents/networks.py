@@ -13,7 +13,6 @@ init and a state-dependent scale, which its entropy-regularised objective relies
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import torch
 from tensordict.nn import AddStateIndependentNormalScale, NormalParamExtractor, TensorDictModule
@@ -200,22 +199,6 @@ class StateDependentNoiseHead(nn.Module):
         """The noise ``f @ (sigma * W)`` in units of ``scale``: what the sampler adds as ``scale x noise``."""
         deviation = (features.detach().unsqueeze(-2) @ (self.log_sigma.exp() * draw)).squeeze(-2)
         return deviation / scale
-
-
-def apply_to_distribution_bounds(root: nn.Module, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
-    """Apply a move or cast (the ``fn`` of ``nn.Module._apply``) to the tensors in every module's
-    ``distribution_kwargs`` under ``root`` (the TanhNormal's ``low``/``high``).
-
-    Why: TorchRL keeps them in a plain dict, which ``.to(device)`` does not reach, so on a GPU every
-    distribution the actor built copied its bounds from the host: one copy per forward in eager, and an
-    error inside a CUDA graph (torch 2.11 refuses unpinned host copies during capture; seen on an H200).
-    """
-    for module in root.modules():
-        kwargs = getattr(module, "distribution_kwargs", None)
-        if isinstance(kwargs, dict):
-            for key, value in kwargs.items():
-                if isinstance(value, torch.Tensor):
-                    kwargs[key] = fn(value)
 
 
 @torch.no_grad()

@@ -22,6 +22,8 @@ import torch
 from torch import nn
 from torch.optim.swa_utils import AveragedModel
 
+from iquitos_lightning.fastpath.foreach_ops import lerp_all_
+
 # AveragedModel's multi_avg_fn: (averaged weights, current weights, updates averaged so far), in place.
 AveragingStep = Callable[[Sequence[torch.Tensor], Sequence[torch.Tensor], torch.Tensor], None]
 
@@ -36,7 +38,7 @@ def mean_then_exponential(rate: float) -> AveragingStep:
 
     def average(averaged: Sequence[torch.Tensor], current: Sequence[torch.Tensor], count: torch.Tensor) -> None:
         weight = max(rate, 1.0 / (int(count) + 1))  # count: the updates averaged so far (1 after the first copy)
-        torch._foreach_lerp_(list(averaged), list(current), weight)
+        lerp_all_(averaged, current, weight)
 
     return average
 

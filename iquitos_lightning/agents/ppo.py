@@ -1,4 +1,4 @@
-"""Proximal Policy Optimization (Schulman et al. 2017) on TorchRL's ``ClipPPOLoss`` (agents/lean_ppo_loss.py).
+"""Proximal Policy Optimization (Schulman et al. 2017) on TorchRL's ``ClipPPOLoss`` (fastpath/lean_ppo_loss.py).
 
 Read like CleanRL's ``ppo_continuous_action.py``: the ``__init__`` arguments are the hyperparameters,
 :meth:`PPO.learn` is what happens to each on-policy rollout (advantages by GAE, then ``epochs`` passes
@@ -13,9 +13,9 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
-from iquitos_lightning.agents.lean_ppo_loss import LeanClipPPOLoss
 from iquitos_lightning.agents.on_policy import OnPolicyAgent
 from iquitos_lightning.errors import ConfigError
+from iquitos_lightning.fastpath.lean_ppo_loss import LeanClipPPOLoss
 
 
 class PPO(OnPolicyAgent):
@@ -55,7 +55,7 @@ class PPO(OnPolicyAgent):
             raise ConfigError(f"model.epochs must be a positive integer, got {epochs}")
         self.epochs = epochs
         self.minibatch_size = minibatch_size
-        # TorchRL's ClipPPOLoss, its forward computing only the terms this agent reads (agents/lean_ppo_loss.py)
+        # TorchRL's ClipPPOLoss, its forward computing only the terms this agent reads (fastpath/lean_ppo_loss.py)
         self.loss_module = LeanClipPPOLoss(
             self.actor,
             self.critic,

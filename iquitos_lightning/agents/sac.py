@@ -24,7 +24,6 @@ from torch.optim import Adam
 
 from iquitos_lightning.agents.config import RolloutConfig, check_fraction, check_learning_rates
 from iquitos_lightning.agents.health import action_bounds, gradient_norm, policy_spread, q_statistics
-from iquitos_lightning.agents.lean_sac_loss import LeanSACLoss
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor, make_q_value, zero_policy_mean
 from iquitos_lightning.agents.off_policy import NonModule, OffPolicyAgent
 from iquitos_lightning.agents.policy_average import averaged_policy
@@ -33,6 +32,7 @@ from iquitos_lightning.agents.resume import merged_optimizer_state
 from iquitos_lightning.agents.speed import SpeedConfig
 from iquitos_lightning.envs.factory import EnvConfig
 from iquitos_lightning.errors import ConfigError
+from iquitos_lightning.fastpath.lean_sac_loss import LeanSACLoss
 from iquitos_lightning.fastpath.soft_update import ForeachSoftUpdate
 
 

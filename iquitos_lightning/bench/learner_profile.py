@@ -72,7 +72,7 @@ LOGGING = Node(
     (
         ("lightning/pytorch/core/module.py", "log_dict"),
         ("lightning/pytorch/core/module.py", "log"),
-        ("iquitos_lightning/agents/rollout_logging.py", "log_rollout_metrics"),
+        ("iquitos_lightning/fastpath/rollout_logging.py", "log_rollout_metrics"),
     ),
 )
 PHASES = (COLLECTION, ON_POLICY_LEARN, OFF_POLICY_LEARN, LOGGING)

@@ -42,6 +42,7 @@ from torch import nn
 from torch.nn import functional
 
 from iquitos_lightning.envs.twin import IquitosTwin
+from iquitos_lightning.fastpath.foreach_ops import lerp_all_
 
 Mark = tuple[float, int, int]  # (perf_counter, frames so far, updates so far)
 ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "silu": nn.SiLU}
@@ -417,7 +418,7 @@ def train_sac(twin: IquitosTwin, settings: SACSettings, rollouts: int) -> list[M
         alpha_loss = -(log_alpha * (log_prob.detach() + target_entropy)).mean()
         _optimize(alpha_optimizer, [], alpha_loss)
         with torch.no_grad():
-            torch._foreach_lerp_(list(q_targets.parameters()), list(q_networks.parameters()), settings.tau)
+            lerp_all_(list(q_targets.parameters()), list(q_networks.parameters()), settings.tau)
 
     for _ in range(rollouts):
         for _ in range(steps):

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 from torchrl.data import Bounded, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
 
@@ -97,6 +97,7 @@ from iquitos_lightning.envs.start_peak import (
     reference_key,
 )
 from iquitos_lightning.envs.twin_physics import SiteModels
+from iquitos_lightning.fastpath.unchecked_tensordict import unchecked_tensordict
 from iquitos_lightning.metrics.flows import DEPARTURE_COLUMNS, FLOW_COLUMNS
 from iquitos_lightning.site.config import SiteConfig
 from iquitos_lightning.site.forecasts import PAST_DAYS, check_forecasts
@@ -329,7 +330,7 @@ class IquitosTwin(EnvBase):
             state.flows[reset[:, 0]] = 0.0
             state.departure_soc[reset[:, 0]] = 0.0
         flag = torch.zeros(self.num_envs, 1, dtype=torch.bool, device=self.device)
-        return TensorDict._new_unsafe(
+        return unchecked_tensordict(
             {
                 "observation": state.observation.clone(),
                 "done": flag,
@@ -459,7 +460,7 @@ class IquitosTwin(EnvBase):
         """[B] each env's billed peak-to-date (the ``tariff`` demand charge's base) at the start of its next step."""
         return self._state.peak.clone()
 
-    # Outputs are built with TensorDict._new_unsafe (no per-entry validation): every entry is a
+    # Outputs are built without per-entry validation (fastpath/unchecked_tensordict.py): every entry is a
     # fresh tensor of the env's batch size and device, and the validation is half of a B=1 step.
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         state = self._state
@@ -477,7 +478,7 @@ class IquitosTwin(EnvBase):
         truncated = torch.zeros_like(terminated)
         if self.episode_hours is not None:
             truncated = (state.t - state.start >= self.episode_hours).reshape(terminated.shape) & ~terminated
-        return TensorDict._new_unsafe(
+        return unchecked_tensordict(
             {
                 "observation": state.observation.clone(),
                 "reward": reward,

@@ -20,5 +20,17 @@ module                      library internal                                equi
 ``dynamo_fallback``         ``torch._dynamo.config.suppress_errors``         ``tests/agents/test_speed``
 ``model_checkpoint``        six private ``ModelCheckpoint`` methods          ``test_model_checkpoint``
 ``cli_checkpoint``          ``LightningCLI._parse_ckpt_path``                ``tests/test_cli``
+``lean_sac_loss``           TorchRL ``SACLoss`` internals (six names)         ``test_lean_sac_loss``
+``lean_ppo_loss``           TorchRL ``ClipPPOLoss`` internals (six names)     ``test_lean_ppo_loss``
+``lean_a2c_loss``           TorchRL ``A2CLoss._loss_mask_keys``               ``test_lean_a2c_loss``
+``direct_actor_critic``     the on-policy losses' networks called directly   ``test_lean_ppo_loss``
+``direct_modules``          ``nn.Module._apply`` (when to check again)       ``test_lean_*_loss``
+``distribution_bounds``     ``nn.Module._apply`` (TanhNormal bounds moved)   ``tests/agents/test_speed``
+``rollout_logging``         Lightning ``Trainer._logger_connector``          ``test_rollout_logging``
+``foreach_ops``             ``torch._foreach_lerp_``, GradScaler's kernel    ``test_numerical_faults``
+``unchecked_tensordict``    ``TensorDict._new_unsafe``                       ``tests/envs/test_twin``
+``parser_options``          argparse's ``parser._actions``                   ``tests/test_cli``
+``wandb_anonymous``         Lightning ``WandbLogger._wandb_init``            ``tests/test_first_hour``
+``progress_description``    ``RichProgressBar._get_train_description``       ``test_progress_bar``
 ==========================  ==============================================  =================================
 """

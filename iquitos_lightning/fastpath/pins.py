@@ -14,6 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 # The versions each override was written and tested against (requirements.lock pins the same).
 VERIFIED_WITH = {
     "citylearn": "3.0.2",
+    "jsonargparse": "4.53.0",
     "lightning": "2.6.6",
     "tensordict": "0.14.3",
     "torch": "2.13.0",

@@ -15,7 +15,7 @@ equal to the actor's, bit for bit, for symmetric and asymmetric bounds. Only ran
 path: under any other exploration type (evaluation is deterministic) the call goes to the actor itself,
 and so does an actor this module does not recognise (:func:`collection_policy`).
 
-The same operations serve the lean losses (agents/lean_sac_loss.py, agents/lean_ppo_loss.py), which call them on a
+The same operations serve the lean losses (fastpath/lean_sac_loss.py, fastpath/lean_ppo_loss.py), which call them on a
 batch instead of building a ``TanhNormal`` per call: :func:`rsample_and_log_prob` (SAC's draws, with gradients:
 TorchRL's safe-tanh function and its order of operations, so autograd's sums match too) and :func:`log_prob` (PPO's
 scores of collected actions). The same test file pins both, values and gradients, bit for bit.

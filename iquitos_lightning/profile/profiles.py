@@ -35,7 +35,7 @@ ALGORITHMS = ("sac", "ppo", "a2c")
 # Measured on the 2-core CPU at 64x64 (docs/performance.md): PPO on the twin, where its ten epochs of minibatches are
 # most of a rollout, 1.22-1.25x its eager frames/s and 0.98-1.07x the plain PyTorch loop's; A2C, one
 # update per rollout, no gain (0.74x eager, 0.71x compiled). SAC compiled once doubled its updates/s (54 -> 105),
-# before its loss ran eagerly on tensors (agents/lean_sac_loss.py; a compiled update runs the library's forward):
+# before its loss ran eagerly on tensors (fastpath/lean_sac_loss.py; a compiled update runs the library's forward):
 # since then the whole sac_auto fit ran 507 s eager against 562 s compiled (side by side), and the update alone
 # 0.66-0.82x eager's at the fleet layout's sizes, 1.04-1.07x at the per-socket ones. Compiling costs 30-60 s at start.
 CPU_COMPILED_ALGORITHMS = ("ppo",)

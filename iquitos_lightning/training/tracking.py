@@ -16,6 +16,7 @@ from typing import Any
 
 from lightning.pytorch.loggers import WandbLogger
 
+from iquitos_lightning.fastpath.wandb_anonymous import drop_unset_anonymous
 from iquitos_lightning.training.quiet import library_noise_quieted
 
 WANDB_MODES = ("offline", "online", "disabled")
@@ -69,10 +70,8 @@ class OfflineFirstWandbLogger(WandbLogger):
             mode=mode,
             **kwargs,
         )
-        if library_noise_quieted() and self._wandb_init.get("anonymous") is None:
-            # Lightning passes anonymous=None whatever the user says; W&B >= 0.2x then warns on every run that the
-            # setting has no effect. Left out, W&B says nothing (with --verbose it still does: quiet.py).
-            del self._wandb_init["anonymous"]
+        if library_noise_quieted():  # with --verbose W&B still warns (quiet.py)
+            drop_unset_anonymous(self)
 
 
 def wandb_loggers(loggers: list[Any]) -> list[WandbLogger]:

@@ -14,12 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 import lightning.pytorch as pl
-from lightning.pytorch.callbacks import RichProgressBar
 from lightning.pytorch.callbacks.progress.rich_progress import CustomTimeColumn, ProcessingSpeedColumn
 from rich.progress import ProgressColumn, Task
 from rich.text import Text
 
 from iquitos_lightning.agents.contract import FrameCounting, frame_budget, frames_done
+from iquitos_lightning.fastpath.progress_description import EpochOnlyWhenUnbounded
 from iquitos_lightning.training.callbacks.step_rate import StepRate, format_duration
 from iquitos_lightning.training.callbacks.vram import VRAMMonitor
 
@@ -79,7 +79,7 @@ def _find(trainer: pl.Trainer, kind: type) -> Any:
     return next((callback for callback in trainer.callbacks if isinstance(callback, kind)), None)
 
 
-class RLProgressBar(RichProgressBar):
+class RLProgressBar(EpochOnlyWhenUnbounded):
     """Lightning's rich bar, counting environment frames and showing fps, ETA, return and memory."""
 
     def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
@@ -111,12 +111,6 @@ class RLProgressBar(RichProgressBar):
             for column in columns
             if not isinstance(column, ProcessingSpeedColumn)
         ]
-
-    def _get_train_description(self, current_epoch: int) -> str:
-        """Lightning writes "Epoch 3/-2" for step- or frame-bounded runs (max_epochs=-1): show just the epoch."""
-        if self.trainer.max_epochs is not None and self.trainer.max_epochs < 0:
-            return f"{f'Epoch {current_epoch}':{len(self.validation_description)}}"
-        return super()._get_train_description(current_epoch)
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         super().on_train_epoch_start(trainer, pl_module)  # resets the bar to the epoch's batches...

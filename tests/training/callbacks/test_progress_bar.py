@@ -65,6 +65,7 @@ def test_bar_on_a_real_agent_counts_its_frames_towards_its_budget_and_shows_its_
     assert float(shown["fps"]) > 0
     assert shown["return"] == f"{agent.last_episode_return:.4g}" and agent.last_episode_return < 0  # Pendulum's cost
     assert "frames: 150/150" in capsys.readouterr().out
+    assert re.fullmatch(r"Epoch \d+", bar.train_progress_bar.description.strip())  # Lightning: "Epoch 0/-2"
 
 
 def test_bar_on_a_plain_module_keeps_lightning_behaviour(tmp_path: Path) -> None:

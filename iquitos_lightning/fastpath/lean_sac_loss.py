@@ -28,6 +28,8 @@ from torchrl.objectives import SACLoss
 from torchrl.objectives.sac import compute_rsample_log_prob
 from torchrl.objectives.utils import distance_loss
 
+from iquitos_lightning.fastpath.direct_modules import RunsModulesDirectly, parameters_are_modules_own
+from iquitos_lightning.fastpath.pins import require
 from iquitos_lightning.fastpath.tanh_normal import (
     CachedSquashingBounds,
     distribution_parameters,
@@ -36,11 +38,16 @@ from iquitos_lightning.fastpath.tanh_normal import (
     samples_like_tanh_normal,
 )
 
+# What this forward reads of SACLoss beyond its public API.
+SAC_INTERNALS = [
+    "_alpha", "_alpha_loss", "_cached_detached_qvalue_params", "_maybe_get_priority_weight", "_reduce_loss", "_version"
+]  # fmt: skip
+require(SACLoss, SAC_INTERNALS, library="torchrl", override=__name__)
 
-class LeanSACLoss(SACLoss):
+
+class LeanSACLoss(RunsModulesDirectly, SACLoss):
     """``SACLoss`` (v2: twin Q, no value network) whose forward skips the tensordict plumbing around the networks."""
 
-    _direct: bool | None = None  # _actor_runs_directly's answer, once known
     _q_plan: list | bool | None = None  # _q_layers' answer, once known
 
     def __init__(self, *args, **kwargs) -> None:
@@ -58,7 +65,7 @@ class LeanSACLoss(SACLoss):
             and self.reduction == "mean"
             and not self.skip_done_states
             and self._maybe_get_priority_weight(tensordict) is None
-            and self._actor_runs_directly()
+            and self._modules_run_directly()
         )
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -189,21 +196,13 @@ class LeanSACLoss(SACLoss):
             self._q_plan = plan
         return self._q_plan or None
 
-    def _apply(self, *args, **kwargs):
-        """A move or cast may give the functional parameters new tensors: check again at the next forward."""
-        self._direct = None
+    def _forget_parameter_caches(self) -> None:
         self._stacked_cache = {}
-        return super()._apply(*args, **kwargs)
-
-    def _actor_runs_directly(self) -> bool:
-        """Whether the actor's module may be called on tensors (its parameters in the loss are the module's own;
-        one network with a tuple of outputs, then one distribution) and the Q network reads the observation first and
-        the action last (the critic's hindsight between them, if any). Checked once."""
-        if self._direct is None:
-            self._direct = self._check_direct()
-        return self._direct
 
     def _check_direct(self) -> bool:
+        """The actor's module may be called on tensors (its parameters in the loss are the module's own; one network
+        with a tuple of outputs, then one distribution) and the Q network reads the observation first and the action
+        last (the critic's hindsight between them, if any)."""
         actor, q_value = self.actor_network, self.qvalue_network
         if not (network_then_distribution(actor) and isinstance(q_value, TensorDictModule)):
             return False
@@ -214,5 +213,4 @@ class LeanSACLoss(SACLoss):
             return False
         if list(q_value.out_keys) != [self.tensor_keys.state_action_value]:
             return False
-        own = {id(parameter) for parameter in actor.parameters()}
-        return all(id(parameter) in own for parameter in self.actor_network_params.values(True, True))
+        return parameters_are_modules_own([actor], [self.actor_network_params])

@@ -9,7 +9,7 @@ inputs, one CPU thread, median of 11): forward and backward 4.97 ms with the lib
 
 The loss terms are the library's own computation in the library's own order (its log-weight, advantage
 standardisation, clip bounds, critic distance and reduction helpers), so they are equal bit for bit and so are their
-gradients (tests/agents/test_lean_ppo_loss.py). Every configuration this forward does not cover (a delayed actor,
+gradients (tests/fastpath/test_lean_ppo_loss.py). Every configuration this forward does not cover (a delayed actor,
 value clipping, a running advantage norm, a composite action, loss masks, an entropy bonus, another reduction)
 goes to the library's forward unchanged.
 """
@@ -21,7 +21,12 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.utils import distance_loss
 
-from iquitos_lightning.agents.direct_actor_critic import DirectActorCritic
+from iquitos_lightning.fastpath.direct_actor_critic import DirectActorCritic
+from iquitos_lightning.fastpath.pins import require
+
+# What this forward reads of ClipPPOLoss beyond its public API (``_has_critic`` is set in its constructor).
+PPO_INTERNALS = ["_critic_loss_inputs", "_standardize_advantage", "_log_weight", "_clip_bounds", "_loss_mask_keys"]
+require(ClipPPOLoss, PPO_INTERNALS, library="torchrl", override=__name__)
 
 # The keys the agent reads (agents/on_policy.py ``loss_terms``); the library's forward returns these and more.
 LEAN_KEYS = ("loss_objective", "loss_critic", "clip_fraction")
@@ -29,7 +34,11 @@ LEAN_KEYS = ("loss_objective", "loss_critic", "clip_fraction")
 
 class LeanClipPPOLoss(DirectActorCritic, ClipPPOLoss):
     """``ClipPPOLoss`` whose forward returns ``loss_objective``, ``loss_critic`` and ``clip_fraction`` only (the
-    actor and critic called on tensors when their parameters are the loss's own: agents/direct_actor_critic.py)."""
+    actor and critic called on tensors when their parameters are the loss's own: fastpath/direct_actor_critic.py)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        require(self, ["_has_critic"], library="torchrl", override=__name__)
 
     def _lean_applies(self, tensordict: TensorDictBase) -> bool:
         """Whether this forward equals the library's on ``tensordict`` (else the library's forward runs)."""

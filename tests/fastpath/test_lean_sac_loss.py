@@ -1,4 +1,4 @@
-"""The lean SAC loss (agents/lean_sac_loss.py) equals TorchRL's ``SACLoss.forward`` bit for bit."""
+"""The lean SAC loss (fastpath/lean_sac_loss.py) equals TorchRL's ``SACLoss.forward`` bit for bit."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The agents' per-rollout metrics reach the loggers as ``self.log_dict(on_step=True)`` would send them: same rows,
-steps, epochs and cadence (the equivalence test of agents/rollout_logging.py's use of Lightning's connector)."""
+steps, epochs and cadence (the equivalence test of fastpath/rollout_logging.py's use of Lightning's connector)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 from lightning.pytorch.loggers import CSVLogger
 
-from iquitos_lightning.agents.rollout_logging import log_rollout_metrics
+from iquitos_lightning.fastpath.rollout_logging import log_rollout_metrics
 
 
 class LogsBothWays(pl.LightningModule):

@@ -1,4 +1,4 @@
-"""The lean A2C loss (agents/lean_a2c_loss.py) equals TorchRL's ``A2CLoss.forward`` bit for bit."""
+"""The lean A2C loss (fastpath/lean_a2c_loss.py) equals TorchRL's ``A2CLoss.forward`` bit for bit."""
 
 from __future__ import annotations
 

@@ -4,8 +4,9 @@ Why: TorchRL's on-policy losses (``ClipPPOLoss``, ``A2CLoss``) run the actor and
 ``params.to_module(network)``, which swaps every parameter in and out around each call (about a millisecond a
 minibatch at this project's sizes), and build the actor's distribution object to score the actions. When the loss's
 parameters are the modules' own (no copies, no target networks), calling the modules directly computes the same
-tensors with the same autograd graph. The lean losses (agents/lean_ppo_loss.py, agents/lean_a2c_loss.py) share this
-check and these calls; each test compares its terms and gradients with the library's forward bit for bit.
+tensors with the same autograd graph. The lean losses (fastpath/lean_ppo_loss.py, fastpath/lean_a2c_loss.py) share this
+check (:class:`~.direct_modules.RunsModulesDirectly`) and these calls; each test compares its terms and gradients with
+the library's forward bit for bit.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
 from torch.distributions import Distribution
 
+from iquitos_lightning.fastpath.direct_modules import RunsModulesDirectly, parameters_are_modules_own
+from iquitos_lightning.fastpath.pins import require
 from iquitos_lightning.fastpath.tanh_normal import (
     CachedSquashingBounds,
     distribution_parameters,
@@ -24,13 +27,12 @@ from iquitos_lightning.fastpath.tanh_normal import (
 from iquitos_lightning.fastpath.tanh_normal import log_prob as tanh_normal_log_prob
 
 
-class DirectActorCritic:
+class DirectActorCritic(RunsModulesDirectly):
     """Mixin for a TorchRL loss with ``actor_network`` and ``critic_network`` (put it before the loss class)."""
-
-    _direct: bool | None = None  # _modules_run_directly's answer, once known
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        require(self, ["actor_network_params", "critic_network_params"], library="torchrl", override=__name__)
         self._bounds = CachedSquashingBounds()
 
     def _direct_log_prob(self, tensordict: TensorDictBase) -> torch.Tensor:
@@ -61,21 +63,9 @@ class DirectActorCritic:
         parameters = self._actor_parameters(tensordict)
         return distribution.distribution_class(**parameters, **distribution.distribution_kwargs)
 
-    def _apply(self, *args, **kwargs):
-        """A move or cast (``.to``, ``.cuda``, ``.double``) may give the functional parameters new tensors: check
-        again at the next forward whether they are still the modules' own."""
-        self._direct = None
-        return super()._apply(*args, **kwargs)
-
-    def _modules_run_directly(self) -> bool:
-        """Whether the actor and critic modules may be called on tensors instead of through the functional
-        parameters: the loss's parameters are the modules' own (no copies, no target network), the actor is one
-        network then one distribution, and the critic one network with one output. Checked once."""
-        if self._direct is None:
-            self._direct = self._check_direct()
-        return self._direct
-
     def _check_direct(self) -> bool:
+        """The loss's parameters are the modules' own (no copies, no target network), the actor is one network then
+        one distribution, and the critic one network with one output."""
         actor, critic = self.actor_network, self.critic_network
         if not (network_then_distribution(actor) and isinstance(critic, TensorDictModule)):
             return False
@@ -83,6 +73,4 @@ class DirectActorCritic:
             return False
         if not getattr(self, "functional", True):  # the library itself calls the modules directly then
             return True
-        own = {id(parameter) for parameter in [*actor.parameters(), *critic.parameters()]}
-        used = [*self.actor_network_params.values(True, True), *self.critic_network_params.values(True, True)]
-        return all(id(parameter) in own for parameter in used)
+        return parameters_are_modules_own([actor, critic], [self.actor_network_params, self.critic_network_params])

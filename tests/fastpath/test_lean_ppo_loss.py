@@ -1,4 +1,4 @@
-"""The lean PPO loss (agents/lean_ppo_loss.py) equals TorchRL's ``ClipPPOLoss.forward`` bit for bit."""
+"""The lean PPO loss (fastpath/lean_ppo_loss.py) equals TorchRL's ``ClipPPOLoss.forward`` bit for bit."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 from torchrl.objectives import ClipPPOLoss
 
 from iquitos_lightning.agents import PPO
-from iquitos_lightning.agents.lean_ppo_loss import LEAN_KEYS
+from iquitos_lightning.fastpath.lean_ppo_loss import LEAN_KEYS
 from tests.agents.agents_testkit import POLICY_PARAMETERISATIONS, loss_terms_and_gradients, moved_after_collecting
 
 

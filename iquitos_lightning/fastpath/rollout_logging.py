@@ -22,10 +22,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import lightning.pytorch as pl
+from lightning.pytorch.trainer.connectors.logger_connector import _LoggerConnector
+
+from iquitos_lightning.fastpath.pins import require
+
+require(_LoggerConnector, ["should_update_logs", "log_metrics"], library="lightning", override=__name__)
 
 
 def log_rollout_metrics(trainer: pl.Trainer, metrics: Mapping[str, float]) -> None:
     """Hand ``metrics`` (floats, one rollout's) to every logger when Lightning would log a training step now."""
+    require(trainer, ["_logger_connector"], library="lightning", override=__name__)
     connector = trainer._logger_connector
     if metrics and (connector.should_update_logs or trainer.fast_dev_run):
         connector.log_metrics(dict(metrics))

@@ -8,7 +8,7 @@ is about 2 ms).
 
 The loss terms are the library's computation in the library's order (the log-probability's trailing dimension, the
 product with the advantage, the critic's distance and ``critic_coeff``, the mean), so they are equal bit for bit and
-so are their gradients (tests/agents/test_lean_a2c_loss.py). Every configuration this forward does not cover (an
+so are their gradients (tests/fastpath/test_lean_a2c_loss.py). Every configuration this forward does not cover (an
 entropy bonus, value clipping, a running advantage norm, advantages the loss would compute itself, loss masks, a
 composite action, another reduction, parameters that are not the modules' own) goes to the library's forward.
 """
@@ -19,7 +19,10 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.objectives import A2CLoss
 from torchrl.objectives.utils import distance_loss
 
-from iquitos_lightning.agents.direct_actor_critic import DirectActorCritic
+from iquitos_lightning.fastpath.direct_actor_critic import DirectActorCritic
+from iquitos_lightning.fastpath.pins import require
+
+require(A2CLoss, ["_loss_mask_keys"], library="torchrl", override=__name__)
 
 
 class LeanA2CLoss(DirectActorCritic, A2CLoss):
