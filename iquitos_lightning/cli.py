@@ -242,8 +242,10 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
             # Refused now, before anything is built; with --run.new, what is an earlier run is also decided now:
             # building the loggers makes the run folder (W&B's save_dir), which is no earlier run.
             self._earlier_run = self._claim_run_folder(config)
-        if trainer.enable_progress_bar is not False and not _has_progress_bar(trainer.callbacks):
+        if trainer.enable_progress_bar is not False and not _has_callback(trainer.callbacks, "ProgressBar"):
             trainer.callbacks = [*(trainer.callbacks or []), Namespace(class_path=PROGRESS_BAR, init_args=Namespace())]
+        if trainer.enable_model_summary is not False and not _has_callback(trainer.callbacks, "Summary"):
+            trainer.callbacks = [*(trainer.callbacks or []), Namespace(class_path=SUMMARY, init_args=Namespace())]
         if config.tracking.wandb and resolve_wandb_mode() != "disabled":
             trainer.logger = _with_wandb_logger(trainer.logger, config.tracking.project)
 
@@ -291,11 +293,13 @@ class ConfigToWandb(SaveConfigCallback):
 
 
 PROGRESS_BAR = "iquitos_lightning.training.callbacks.RLProgressBar"
+SUMMARY = "iquitos_lightning.training.callbacks.ParameterSummary"
 
 
-def _has_progress_bar(callbacks: Any) -> bool:
+def _has_callback(callbacks: Any, kind: str) -> bool:
+    """Whether the configured callbacks hold one whose class name contains ``kind`` ("ProgressBar", "Summary")."""
     entries = callbacks if isinstance(callbacks, list) else [] if callbacks is None else [callbacks]
-    return any("ProgressBar" in str(getattr(entry, "class_path", type(entry).__name__)) for entry in entries)
+    return any(kind in str(getattr(entry, "class_path", type(entry).__name__)) for entry in entries)
 
 
 def _with_wandb_logger(logger: Any, project: str) -> Any:

@@ -18,12 +18,17 @@ import logging
 import os
 import warnings
 
-# Lightning's rank-zero logger, where the litlogger tip is an INFO record, and its signal connector, which
-# logs "[rank: 0] Received SIGTERM: 15" above the CLI's own line saying where the checkpoint is.
+# Lightning's rank-zero logger, where the litlogger tip is an INFO record (and the note that the summary callback
+# fit adds replaces Lightning's default), and its signal connector, which logs "[rank: 0] Received SIGTERM: 15"
+# above the CLI's own line saying where the checkpoint is.
 LIGHTNING_RANK_ZERO_LOGGER = "lightning.pytorch.utilities.rank_zero"
 LIGHTNING_SIGNAL_LOGGER = "lightning.pytorch.trainer.connectors.signal_connector"
 NOISY_LOGGERS = (LIGHTNING_RANK_ZERO_LOGGER, LIGHTNING_SIGNAL_LOGGER)
-NOISE_IN_LOG_RECORDS = ("try installing [litlogger]", "Received SIGTERM")
+NOISE_IN_LOG_RECORDS = (
+    "try installing [litlogger]",
+    "Received SIGTERM",
+    "Trainer already configured with model summary callbacks",  # fit's own ParameterSummary
+)
 NOISE_WARNINGS = (r"`isinstance\(treespec, LeafSpec\)` is deprecated",)
 TORCHRL_LOGGER = "torchrl"
 PLAIN_TORCHRL_FORMAT = "%(asctime)s [%(name)s][%(levelname)s] %(message)s"

@@ -9,6 +9,7 @@ without it gets the generic behaviour). Usage: ``docs/callbacks.md``; public nam
 from iquitos_lightning.training.callbacks.best_checkpoint import BestCheckpoint
 from iquitos_lightning.training.callbacks.frame_checkpoint import FrameCheckpoint
 from iquitos_lightning.training.callbacks.health import LearningHealth
+from iquitos_lightning.training.callbacks.model_summary import ParameterSummary
 from iquitos_lightning.training.callbacks.oom import OOM_EXIT_CODE, OutOfMemoryHandler, exit_on_out_of_memory
 from iquitos_lightning.training.callbacks.progress import RLProgressBar
 from iquitos_lightning.training.callbacks.report import RunReport
@@ -21,6 +22,7 @@ __all__ = [
     "FrameCheckpoint",
     "LearningHealth",
     "OutOfMemoryHandler",
+    "ParameterSummary",
     "RLProgressBar",
     "RunReport",
     "StepRate",
