@@ -27,14 +27,23 @@ Layouts (``env.actions``):
 - ``rule_residual`` (2 actions): ``fleet`` actions mapped around the rule-based controller's own
   (:mod:`~iquitos_lightning.envs.rule_prior`, :func:`around_prior`): 0 is the rule;
 - ``grid_target`` (2 actions): the BESS action is the grid-import set-point the battery tracks, the
-  second the ``fleet`` action (:mod:`~iquitos_lightning.envs.grid_target`).
+  second the ``fleet`` action (:mod:`~iquitos_lightning.envs.grid_target`);
 - ``self_consumption`` (2 actions): the BESS action is the share of the hour's grid exchange the battery takes
   over (-1 all of the surplus or load, 0 idle, +1 charge from the grid), the second the ``fleet`` action
   (:mod:`~iquitos_lightning.envs.self_consumption`);
 - ``self_consumption_split`` (3 actions): the same BESS map with one action for the hours with a PV surplus and one
-  for the hours without, then the ``fleet`` action (:mod:`~iquitos_lightning.envs.self_consumption`).
-The BESS action is a fraction of its nominal power (+1 full charge, -1 full discharge, grid side)
-in both layouts; CityLearn clips it at the SOC limits.
+  for the hours without, then the ``fleet`` action (:mod:`~iquitos_lightning.envs.self_consumption`);
+- ``self_consumption_window`` (4 actions): the split again for the hours without surplus, at the tariff's peak
+  window: one BESS action for surplus hours, one for the window's hours without surplus, one for the other hours
+  without, then the ``fleet`` action (:mod:`~iquitos_lightning.envs.self_consumption`);
+- ``shaver_residual`` (2 actions): ``fleet`` actions mapped around a peak shaver's (charge the BESS at full power
+  outside the peak window, hold the window's import at one flat level inside it, EVs at their minimum;
+  :mod:`~iquitos_lightning.envs.shaver_prior`, :func:`around_prior`): 0 is the shaver;
+- ``flat_rule_residual`` (2 actions): ``fleet`` actions mapped around the rule-based controller's with its
+  peak-window discharge held at the flat level instead (:mod:`~iquitos_lightning.envs.shaver_prior`).
+All nine are :data:`LAYOUTS`; the derived ones (every layout but ``per_socket`` and ``fleet``) become a ``fleet``
+action in :mod:`~iquitos_lightning.envs.env_action`. Whatever the layout, the BESS command it ends in is a fraction
+of the nominal power (+1 full charge, -1 full discharge, grid side); CityLearn clips it at the SOC limits.
 """
 
 from __future__ import annotations

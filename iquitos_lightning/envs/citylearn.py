@@ -8,8 +8,10 @@ SOC, hours to departure) come from the site series, which are the data CityLearn
 Observations are normalised with constants fixed at construction, in the layout ``observation`` names
 (``full``, ``compact`` or ``auto``: :mod:`~iquitos_lightning.envs.site_tables`).
 
-Actions in [-1, 1] in one of two layouts (``action_layout``, :mod:`~iquitos_lightning.envs.actions`):
-``per_socket`` ``[BESS, socket_0 .. socket_{S-1}]`` or ``fleet`` ``[BESS, EV fleet]``. The BESS is a
+Actions in [-1, 1] in any of the nine layouts of :data:`~iquitos_lightning.envs.actions.LAYOUTS`
+(``action_layout``): ``per_socket`` ``[BESS, socket_0 .. socket_{S-1}]``, ``fleet`` ``[BESS, EV fleet]``, or a
+derived layout (``rule_residual``, ``grid_target``, the self-consumption ones, the residuals on the shaver and the
+flat rule) that :func:`~iquitos_lightning.envs.env_action.applied_action` turns into a ``fleet`` action. The BESS is a
 fraction of its power (+charge / -discharge, grid side); sockets map affinely onto their band of
 this hour, which with ``ev_guarantee`` (the default) starts at the least-laxity minimum that still
 serves the EV by its departure and ends at its remaining need. The env turns that into the fraction of

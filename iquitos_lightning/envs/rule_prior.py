@@ -7,7 +7,8 @@ lets it learn only the correction. With ``rule_residual`` the env computes, ever
 ``fleet``-layout action the rule-based controller (``control/references.py``) would send, and maps
 the agent's ``[BESS, fleet]`` around it (:func:`~iquitos_lightning.envs.actions.around_prior`: -1 and +1
 the bounds, 0 the rule's action): an action of 0 *is* the rule (tests:
-``tests/envs/test_rule_residual.py`` replays the reference and this layout side by side), an
+``tests/envs/test_twin.py``, ``test_a_zero_residual_is_the_rule_based_controller``, replays the reference and this
+layout side by side), an
 untrained agent whose mean action is near 0 starts near the rule, and every KPI stays the env's own.
 
 The rule (the same as :class:`~iquitos_lightning.control.references.RuleBasedController`'s):

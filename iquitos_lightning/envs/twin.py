@@ -1,10 +1,11 @@
 """IquitosTwin: the site's CityLearn physics as one batched TorchRL env (B sites stepped by tensor ops).
 
 Why: CityLearn is pure Python and costs about 0.35 ms per charger per step, so a year of the
-default site (128 sockets) takes minutes. Training can use this twin instead; every reported
-result is still evaluated on CityLearn (:func:`~iquitos_lightning.envs.factory.make_env`
-with ``evaluation=True`` always builds CityLearn), and ``tests/envs/test_twin.py`` proves the two
-equal step by step.
+default site (128 sockets) takes minutes. Training can use this twin instead, and so can evaluation:
+:func:`~iquitos_lightning.envs.factory.make_env` with ``evaluation=True`` builds CityLearn unless
+``env.eval_backend`` is ``"twin"`` (then a one-env twin over the full year,
+:class:`~iquitos_lightning.envs.twin_gym.TwinGymEnv`, about 10x faster); ``tests/envs/test_twin.py`` proves the two
+equal step by step, so either backend gives the same evaluation.
 
 What is the same as :class:`~iquitos_lightning.envs.citylearn.IquitosEnv`, by construction:
 - input: the built site's ``schema.json`` (BESS, charger and EV battery parameters and curves,
@@ -13,8 +14,9 @@ What is the same as :class:`~iquitos_lightning.envs.citylearn.IquitosEnv`, by co
   the same :class:`~iquitos_lightning.envs.site_tables.SiteTables` (one float32 table per step with the
   state-dependent columns, :func:`~iquitos_lightning.envs.site_tables.state_columns`, and in ``full`` the
   socket SOCs written in each step);
-- action: either layout of :mod:`~iquitos_lightning.envs.actions` (``per_socket`` or ``fleet``), mapped
-  onto the sockets' bands (EV guarantee) by the same functions, applied to tensors;
+- action: any layout of :mod:`~iquitos_lightning.envs.actions` (the derived ones turned into a ``fleet`` action
+  by :mod:`~iquitos_lightning.envs.env_action`), mapped onto the sockets' bands (EV guarantee) by the same
+  functions, applied to tensors;
 - reward: the objective's functions (:mod:`~iquitos_lightning.envs.reward`,
   :mod:`~iquitos_lightning.envs.objectives`), applied to tensors, with the month-to-date peak import
   kept per env for ``tariff``;
