@@ -49,7 +49,6 @@ from iquitos_lightning.envs.actions import (
     socket_power,
 )
 from iquitos_lightning.envs.env_action import applied_action
-from iquitos_lightning.envs.grid_target import import_centre_kw
 from iquitos_lightning.envs.import_limit import cap_import
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
 from iquitos_lightning.envs.self_consumption import check_idle_band
@@ -105,7 +104,6 @@ class IquitosEnv(gym.Env):
         self.reward_scales = RewardScales.for_series(series)
         self.action_layout = action_layout
         self.idle_band = check_idle_band(idle_band)  # the self_consumption layouts: BESS actions within it of 0 idle
-        self.import_centre_kw = import_centre_kw(series, self.reward_scales.max_import_kw)  # grid_target's action 0
         self.ev_guarantee = ev_guarantee
         self.objective = objectives.check_objective(objective)
         self.demand_period = objectives.check_demand_period(demand_period)
@@ -189,8 +187,6 @@ class IquitosEnv(gym.Env):
             bess_soc=bess_soc_before,
             in_peak_window=bool(self.in_peak_window[t] > 0),
             bess=self.site_config.bess,
-            max_import_kw=self.reward_scales.max_import_kw,
-            import_centre_kw=self.import_centre_kw,
             window_rest_kw=self.tables.window_rest_kw[t],
             window_rest_open=self.tables.window_rest_open[t],
             idle_band=self.idle_band,
