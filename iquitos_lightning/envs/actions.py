@@ -24,26 +24,16 @@ Layouts (``env.actions``):
 - ``fleet`` (2 actions): ``[BESS, fleet]``; the fleet action takes the same affine fraction of the
   fleet's flexible power ``sum(high - low)``, shared out above each socket's minimum least-laxity
   first (the EV that has the fewest spare hours is topped up first);
+- ``self_consumption_window`` (4 actions, the card's): the share of the hour's grid exchange the battery takes over
+  (-1 all of the surplus or load, 0 idle, +1 charge from the grid), one share for surplus hours, one for the peak
+  window, one for the other hours, then the ``fleet`` action (:mod:`~iquitos_lightning.envs.self_consumption`);
 - ``rule_residual`` (2 actions): ``fleet`` actions mapped around the rule-based controller's own
   (:mod:`~iquitos_lightning.envs.rule_prior`, :func:`around_prior`): 0 is the rule;
-- ``grid_target`` (2 actions): the BESS action is the grid-import set-point the battery tracks, the
-  second the ``fleet`` action (:mod:`~iquitos_lightning.envs.grid_target`);
-- ``self_consumption`` (2 actions): the BESS action is the share of the hour's grid exchange the battery takes
-  over (-1 all of the surplus or load, 0 idle, +1 charge from the grid), the second the ``fleet`` action
-  (:mod:`~iquitos_lightning.envs.self_consumption`);
-- ``self_consumption_split`` (3 actions): the same BESS map with one action for the hours with a PV surplus and one
-  for the hours without, then the ``fleet`` action (:mod:`~iquitos_lightning.envs.self_consumption`);
-- ``self_consumption_window`` (4 actions): the split again for the hours without surplus, at the tariff's peak
-  window: one BESS action for surplus hours, one for the window's hours without surplus, one for the other hours
-  without, then the ``fleet`` action (:mod:`~iquitos_lightning.envs.self_consumption`);
-- ``shaver_residual`` (2 actions): ``fleet`` actions mapped around a peak shaver's (charge the BESS at full power
-  outside the peak window, hold the window's import at one flat level inside it, EVs at their minimum;
-  :mod:`~iquitos_lightning.envs.shaver_prior`, :func:`around_prior`): 0 is the shaver;
-- ``flat_rule_residual`` (2 actions): ``fleet`` actions mapped around the rule-based controller's with its
-  peak-window discharge held at the flat level instead (:mod:`~iquitos_lightning.envs.shaver_prior`).
-All nine are :data:`LAYOUTS`; the derived ones (every layout but ``per_socket`` and ``fleet``) become a ``fleet``
-action in :mod:`~iquitos_lightning.envs.env_action`. Whatever the layout, the BESS command it ends in is a fraction
-of the nominal power (+1 full charge, -1 full discharge, grid side); CityLearn clips it at the SOC limits.
+- ``shaver_residual`` (2 actions): ``fleet`` actions around a peak shaver's
+  (:mod:`~iquitos_lightning.envs.shaver_prior`): charge outside the evening window, hold the import flat inside it;
+  its zero action is the reference run behind the twin's start peaks (envs/start_peak.py).
+The ``per_socket`` and ``fleet`` BESS action is a fraction of its nominal power (+1 full charge, -1 full discharge,
+grid side); CityLearn clips it at the SOC limits.
 """
 
 from __future__ import annotations
@@ -58,30 +48,14 @@ from iquitos_lightning.site.series import SiteSeries
 PER_SOCKET = "per_socket"
 FLEET = "fleet"
 RULE_RESIDUAL = "rule_residual"  # fleet actions around the rule-based controller's (envs/rule_prior.py)
-GRID_TARGET = "grid_target"  # BESS action = the import set-point the battery tracks (envs/grid_target.py)
-# BESS action = the share of the hour's exchange the battery takes over, 0 idle (envs/self_consumption.py)
-SELF_CONSUMPTION = "self_consumption"
-# the same with one BESS action for hours with a PV surplus and one for hours without, then the fleet (3 actions)
-SELF_CONSUMPTION_SPLIT = "self_consumption_split"
-# the same with the hours without surplus split again: the peak window's and the others' (4 actions)
+# BESS actions = the share of the hour's exchange the battery takes over, 0 idle: one for surplus hours, one for the
+# peak window, one for the other hours, then the fleet (4 actions; envs/self_consumption.py)
 SELF_CONSUMPTION_WINDOW = "self_consumption_window"
 # fleet actions around a peak shaver's (envs/shaver_prior.py): charge outside the evening window, hold it flat
 SHAVER_RESIDUAL = "shaver_residual"
-# the same with the rule-based controller as the prior, its evening discharge held flat (for the thesis reward)
-FLAT_RULE_RESIDUAL = "flat_rule_residual"
-LAYOUTS = (
-    PER_SOCKET,
-    FLEET,
-    RULE_RESIDUAL,
-    GRID_TARGET,
-    SELF_CONSUMPTION,
-    SELF_CONSUMPTION_SPLIT,
-    SELF_CONSUMPTION_WINDOW,
-    SHAVER_RESIDUAL,
-    FLAT_RULE_RESIDUAL,
-)
+LAYOUTS = (PER_SOCKET, FLEET, RULE_RESIDUAL, SELF_CONSUMPTION_WINDOW, SHAVER_RESIDUAL)
 # the layouts whose BESS action is a share of the hour's exchange, 0 idle (the ones an idle band applies to)
-SELF_CONSUMPTION_LAYOUTS = (SELF_CONSUMPTION, SELF_CONSUMPTION_SPLIT, SELF_CONSUMPTION_WINDOW)
+SELF_CONSUMPTION_LAYOUTS = (SELF_CONSUMPTION_WINDOW,)
 
 # Energy (kWh) added to the least-laxity minimum so float32 SOC rounding cannot leave an EV a hair short.
 GUARANTEE_MARGIN_KWH = 1e-6
@@ -115,13 +89,12 @@ def _clip_low(value: Array, low: float) -> Array:
 
 
 def action_count(layout: str, sockets: int) -> int:
-    """How many actions a layout has: 1 + S (``per_socket``), 3 (``self_consumption_split``), 4
-    (``self_consumption_window``) or 2 (every other)."""
+    """How many actions a layout has: 1 + S (``per_socket``), 4 (``self_consumption_window``) or 2 (every other)."""
     if layout not in LAYOUTS:
         raise ValueError(f"env.actions must be one of {LAYOUTS}, got {layout!r}")
     if layout == PER_SOCKET:
         return 1 + sockets
-    return {SELF_CONSUMPTION_SPLIT: 3, SELF_CONSUMPTION_WINDOW: 4}.get(layout, 2)
+    return {SELF_CONSUMPTION_WINDOW: 4}.get(layout, 2)
 
 
 @dataclass

@@ -8,10 +8,10 @@ SOC, hours to departure) come from the site series, which are the data CityLearn
 Observations are normalised with constants fixed at construction, in the layout ``observation`` names
 (``full``, ``compact`` or ``auto``: :mod:`~iquitos_lightning.envs.site_tables`).
 
-Actions in [-1, 1] in any of the nine layouts of :data:`~iquitos_lightning.envs.actions.LAYOUTS`
+Actions in [-1, 1] in any of the layouts of :data:`~iquitos_lightning.envs.actions.LAYOUTS`
 (``action_layout``): ``per_socket`` ``[BESS, socket_0 .. socket_{S-1}]``, ``fleet`` ``[BESS, EV fleet]``, or a
-derived layout (``rule_residual``, ``grid_target``, the self-consumption ones, the residuals on the shaver and the
-flat rule) that :func:`~iquitos_lightning.envs.env_action.applied_action` turns into a ``fleet`` action. The BESS is a
+derived layout (``self_consumption_window``, ``rule_residual``, ``shaver_residual``) that
+:func:`~iquitos_lightning.envs.env_action.applied_action` turns into a ``fleet`` action. The BESS is a
 fraction of its power (+charge / -discharge, grid side); sockets map affinely onto their band of
 this hour, which with ``ev_guarantee`` (the default) starts at the least-laxity minimum that still
 serves the EV by its departure and ends at its remaining need. The env turns that into the fraction of
@@ -51,7 +51,6 @@ from iquitos_lightning.envs.actions import (
     socket_power,
 )
 from iquitos_lightning.envs.env_action import applied_action
-from iquitos_lightning.envs.grid_target import import_centre_kw
 from iquitos_lightning.envs.import_limit import cap_import
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
 from iquitos_lightning.envs.self_consumption import check_idle_band
@@ -107,7 +106,6 @@ class IquitosEnv(gym.Env):
         self.reward_scales = RewardScales.for_series(series)
         self.action_layout = action_layout
         self.idle_band = check_idle_band(idle_band)  # the self_consumption layouts: BESS actions within it of 0 idle
-        self.import_centre_kw = import_centre_kw(series, self.reward_scales.max_import_kw)  # grid_target's action 0
         self.ev_guarantee = ev_guarantee
         self.objective = objectives.check_objective(objective)
         self.demand_period = objectives.check_demand_period(demand_period)
@@ -191,8 +189,6 @@ class IquitosEnv(gym.Env):
             bess_soc=bess_soc_before,
             in_peak_window=bool(self.in_peak_window[t] > 0),
             bess=self.site_config.bess,
-            max_import_kw=self.reward_scales.max_import_kw,
-            import_centre_kw=self.import_centre_kw,
             window_rest_kw=self.tables.window_rest_kw[t],
             window_rest_open=self.tables.window_rest_open[t],
             idle_band=self.idle_band,

@@ -86,15 +86,13 @@ class EnvConfig:
     num_envs: int = 1  # parallel envs of the twin's batch (backend "twin" only)
     compile_twin: bool = False  # torch.compile the twin's step: ~1 min to compile, then 3-5x faster at small B
     num_workers: int = 1  # collection worker processes (agents/collection.py); frames_per_batch must divide by it
-    # Iquitos action layout (envs/actions.py): "per_socket" (1 + sockets), "fleet" (BESS, EV fleet), "rule_residual"
-    # (fleet mapped around the rule-based controller's), "grid_target" (import set-point the BESS tracks, EV fleet),
-    # "self_consumption" (the share of the hour's surplus or load the BESS takes over, 0 idle; EV fleet),
-    # "self_consumption_split" (the same with one BESS action for surplus hours and one for the others; EV fleet),
-    # "self_consumption_window" (the split with the hours without surplus split at the peak window; 4 actions),
-    # "shaver_residual" (fleet around a peak shaver's: charge outside the evening window, hold it flat inside) or
-    # "flat_rule_residual" (around the rule-based controller with its evening discharge held flat)
+    # Iquitos action layout (envs/actions.py): "per_socket" (1 + sockets), "fleet" (BESS, EV fleet),
+    # "self_consumption_window" (the share of the hour's surplus or load the BESS takes over, 0 idle: one share for
+    # surplus hours, one for the peak window, one for the others, then the EV fleet; the card's), "rule_residual"
+    # (fleet mapped around the rule-based controller's) or "shaver_residual" (fleet around a peak shaver's: charge
+    # outside the evening window, hold the import flat inside)
     actions: str = "per_socket"
-    # the "self_consumption" layouts only: BESS actions within this of 0 idle, the rest of each half stretched back
+    # self_consumption_window only: BESS actions within this of 0 idle, the rest of each half stretched back
     # onto it, so idling is a range a wandering policy mean stays in, not a point (envs/self_consumption.py); 0: none
     idle_band: float = 0.0
     ev_guarantee: bool = True  # Iquitos: every EV gets at least the least-laxity minimum that serves it in time
@@ -158,7 +156,7 @@ class EnvConfig:
         if self.actions not in LAYOUTS:
             raise ValueError(f"actions must be one of {LAYOUTS}, got {self.actions!r}")
         if check_idle_band(self.idle_band) and self.actions not in SELF_CONSUMPTION_LAYOUTS:
-            raise ValueError(f"idle_band is for the self_consumption action layouts, not {self.actions!r}")
+            raise ValueError(f"idle_band is for the self_consumption_window action layout, not {self.actions!r}")
         if self.observation not in OBSERVATION_MODES:
             raise ValueError(f"observation must be one of {OBSERVATION_MODES}, got {self.observation!r}")
         if self.objective not in OBJECTIVES:

@@ -122,8 +122,8 @@ def stored_energy_shaping(
 
     Why: charging the battery at night for the evening pays back 10 to 18 hours later, and a critic early in
     training sees only the hour's energy bill, so the policy learns to empty the battery at once (measured: SAC
-    on ``grid_target`` settled on a set-point of 0 in every hour). The shaping credits stored energy when it is
-    stored and debits it when it is used; added to every step's reward with the agent's own discount, its sum
+    with an import set-point action settled on a set-point of 0 in every hour). The shaping credits stored energy
+    when it is stored and debits it when it is used; added to every step's reward with the agent's own discount, its sum
     over an episode is ``gamma^T phi(s_T) - phi(s_0)``, so it changes no policy's ranking (the optimum is the
     same), only how soon the critic sees the consequence. Evaluation KPIs and bills never include it.
     """

@@ -1,9 +1,10 @@
-"""The ``shaver_residual`` and ``flat_rule_residual`` layouts: an agent's two actions around a flat-evening prior.
+"""The ``shaver_residual`` layout: an agent's two actions around a flat-evening prior, the peak shaver.
 
 Why: on the ``tariff`` objective most of the room is the demand charge on each month's largest import in the
 evening window, and what cuts it is holding that import *flat*: a battery that covers the first evening hours
 at full power runs empty and the later hours set the peak. Agents trained from scratch settle on exactly that
-(docs/control.md: SAC in ``grid_target`` learns to charge by day and then discharge at full power from 18 h).
+(docs/experiments.md: SAC with an import set-point action learns to charge by day and then discharge at full power
+from 18 h).
 Residual policy learning (as ``rule_residual`` does for the ``thesis`` reward) starts the agent at a controller
 that already holds the evening flat, and leaves it the corrections: EV charging ahead of the window, less or
 more charging, a level above or below the shaver's.
@@ -15,10 +16,6 @@ The shaver (what an action of 0 does), from what the ``tariff`` observation show
   left in the BESS can hold over the window's remaining hours, with this hour's net load and, for the later
   hours, the mall load minus PV of those hours (the observation's forecasts) plus this hour's EV power; the
   battery covers ``net load - L`` when positive (within its power), and idles otherwise.
-
-``flat_rule_residual`` (for the ``thesis`` reward, whose CO2 term makes grid charging a loss) keeps the
-rule-based controller's action (envs/rule_prior.py) outside the window and inside it replaces only the rule's
-cover-until-empty discharge by the same flat level.
 
 The agent's ``[BESS, fleet]`` is mapped around the prior's ``fleet``-layout action
 (:func:`~iquitos_lightning.envs.actions.around_prior`: -1 and +1 the bounds, 0 the prior's action), as
@@ -32,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from iquitos_lightning.envs.actions import Array, SocketBands, _is_torch, _where, around_prior, fleet_power
-from iquitos_lightning.envs.rule_prior import _clip, _sequential_sum, rule_fleet_action
+from iquitos_lightning.envs.rule_prior import _clip, _sequential_sum
 from iquitos_lightning.site.config import BatteryConfig
 
 
@@ -119,18 +116,9 @@ def add_shaver(
     window_rest_kw: Array,
     window_rest_open: Array,
     bess: BatteryConfig,
-    *,
-    rule_outside: bool = False,
 ) -> Array:
-    """The ``fleet``-layout action [..., 2] the env applies: the agent's residual around the prior's, in [-1, 1].
-
-    The prior is the shaver (``shaver_residual``) or, with ``rule_outside`` (``flat_rule_residual``), the
-    rule-based controller (envs/rule_prior.py) with its peak-window discharge replaced by the flat level.
-    """
-    if rule_outside:
-        outside_bess, prior_fleet = rule_fleet_action(pv_kw, mall_kw, bands, bess_soc, in_peak_window, bess)
-    else:
-        outside_bess, prior_fleet = 1.0, -1.0
+    """The ``fleet``-layout action [..., 2] the env applies: the agent's residual around the shaver's, in [-1, 1]."""
+    outside_bess, prior_fleet = 1.0, -1.0
     fleet = around_prior(residual[..., 1], prior_fleet)
     ev_kw = _sequential_sum(fleet_power(fleet, bands))
     inside = window_discharge_action(pv_kw, mall_kw, ev_kw, bess_soc, window_rest_kw, window_rest_open, bess)

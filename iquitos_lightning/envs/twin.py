@@ -69,7 +69,6 @@ from iquitos_lightning.envs.actions import (
     socket_power,
 )
 from iquitos_lightning.envs.env_action import applied_action
-from iquitos_lightning.envs.grid_target import import_centre_kw
 from iquitos_lightning.envs.import_limit import cap_import
 from iquitos_lightning.envs.reference_runs import cached_reference
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
@@ -140,8 +139,8 @@ class IquitosTwin(EnvBase):
         forecasts: what the observation's coming hours and the shaver prior's forecasts are (site/forecasts.py):
             "past_days" (what a site has) or "oracle" (the true series).
         years: training years (built sites of the same profile, other seeds; :func:`site_years`): env b of B
-            simulates ``years[b % len(years)]``. ``series`` still sets every scale (observation, reward, the
-            ``grid_target`` centre), so each year is seen on the scale of the year the agent is evaluated on.
+            simulates ``years[b % len(years)]``. ``series`` still sets every scale (observation, reward), so each
+            year is seen on the scale of the year the agent is evaluated on.
             Empty: every env simulates ``series``.
         reward_baseline: "uncontrolled" or "rule" (training only): the reward minus that controller's at the same
             row (envs/reward_baseline.py); "none": the objective's reward.
@@ -195,7 +194,6 @@ class IquitosTwin(EnvBase):
         self.reward_scales = RewardScales.for_series(series)
         self.action_layout = action_layout
         self.idle_band = check_idle_band(idle_band)  # the self_consumption layouts: BESS actions within it of 0 idle
-        self.import_centre_kw = import_centre_kw(series, self.reward_scales.max_import_kw)  # grid_target's action 0
         self.action_size = action_count(action_layout, series.config.ev.socket_count)
         self.ev_guarantee = ev_guarantee
         self.objective = objectives.check_objective(objective)
@@ -539,8 +537,6 @@ class IquitosTwin(EnvBase):
             bess_soc=soc[:, 0].to(F64),
             in_peak_window=in_window > 0,
             bess=self.site_config.bess,
-            max_import_kw=self.reward_scales.max_import_kw,
-            import_centre_kw=self.import_centre_kw,
             window_rest_kw=self._window_rest_kw[row],
             window_rest_open=self._window_rest_open[row],
             idle_band=self.idle_band,

@@ -50,7 +50,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from iquitos_lightning.console import command_console
 from iquitos_lightning.control.baselines import current_references, run_baselines
-from iquitos_lightning.envs.actions import FLAT_RULE_RESIDUAL, RULE_RESIDUAL, SHAVER_RESIDUAL
+from iquitos_lightning.envs.actions import RULE_RESIDUAL, SHAVER_RESIDUAL
 from iquitos_lightning.experiments.launchers import Launcher, LauncherOptions
 from iquitos_lightning.experiments.profiles import EXPERIMENTS, find_profile, profile_files
 from iquitos_lightning.profile.bases import profile_yaml
@@ -336,7 +336,7 @@ FORECASTS_KEY = "model.init_args.env.forecasts"
 CRITIC_FORECASTS_KEY = "model.init_args.env.critic_forecasts"
 HINDSIGHT_VARIANT = "hindsight"  # ``--agents <entry>+hindsight``: the entry with its critic's hindsight (split_entry)
 # Action layouts that act around a hand-written controller (envs/actions.py): their rows say so in the table.
-PRIOR_LAYOUTS = (RULE_RESIDUAL, SHAVER_RESIDUAL, FLAT_RULE_RESIDUAL)
+PRIOR_LAYOUTS = (RULE_RESIDUAL, SHAVER_RESIDUAL)
 
 
 def env_setting(path: Path, overrides: dict[str, str], name: str, default: Any) -> Any:

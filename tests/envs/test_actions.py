@@ -11,15 +11,11 @@ import pytest
 import torch
 
 from iquitos_lightning.envs.actions import (
-    FLAT_RULE_RESIDUAL,
     FLEET,
-    GRID_TARGET,
     GUARANTEE_MARGIN_KWH,
     LAYOUTS,
     PER_SOCKET,
     RULE_RESIDUAL,
-    SELF_CONSUMPTION,
-    SELF_CONSUMPTION_SPLIT,
     SELF_CONSUMPTION_WINDOW,
     SHAVER_RESIDUAL,
     action_count,
@@ -113,18 +109,8 @@ def test_an_unplugged_socket_has_an_empty_band_whatever_its_stale_soc_says() -> 
 
 
 def test_action_count_per_layout_and_an_unknown_layout_is_refused() -> None:
-    assert LAYOUTS == (
-        PER_SOCKET,
-        FLEET,
-        RULE_RESIDUAL,
-        GRID_TARGET,
-        SELF_CONSUMPTION,
-        SELF_CONSUMPTION_SPLIT,
-        SELF_CONSUMPTION_WINDOW,
-        SHAVER_RESIDUAL,
-        FLAT_RULE_RESIDUAL,
-    )
-    assert [action_count(layout, 4) for layout in LAYOUTS] == [5, 2, 2, 2, 2, 3, 4, 2, 2]
+    assert LAYOUTS == (PER_SOCKET, FLEET, RULE_RESIDUAL, SELF_CONSUMPTION_WINDOW, SHAVER_RESIDUAL)
+    assert [action_count(layout, 4) for layout in LAYOUTS] == [5, 2, 2, 4, 2]
     assert action_count(PER_SOCKET, 1) == 2
     assert action_count("".join(["per_", "socket"]), 4) == 5  # a layout read from a config: an equal, other str
     with pytest.raises(ValueError, match="env.actions must be one of .*'per_sockets'"):

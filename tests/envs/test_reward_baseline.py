@@ -11,7 +11,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from iquitos_lightning.envs.actions import FLEET, RULE_RESIDUAL, SELF_CONSUMPTION
+from iquitos_lightning.envs.actions import FLEET, RULE_RESIDUAL, SELF_CONSUMPTION_WINDOW
 from iquitos_lightning.envs.factory import EnvConfig
 from iquitos_lightning.envs.twin import make_twin
 
@@ -57,10 +57,10 @@ def test_against_the_rule_another_layout_earns_its_difference_from_the_rule(tmp_
 
 
 def test_the_baseline_is_the_year_s_not_the_layout_s(tmp_path: Path) -> None:
-    """A ``self_consumption`` twin subtracts the same series: its idle action with EVs at full power is the
+    """A ``self_consumption_window`` twin subtracts the same series: its idle actions with EVs at full power are the
     uncontrolled controller, so it earns 0 too."""
-    twin = make_twin(TINY, data_root=tmp_path, action_layout=SELF_CONSUMPTION, reward_baseline="uncontrolled")
-    np.testing.assert_allclose(_rewards(twin, [[0.0, 1.0]]), 0.0, atol=1e-5)
+    twin = make_twin(TINY, data_root=tmp_path, action_layout=SELF_CONSUMPTION_WINDOW, reward_baseline="uncontrolled")
+    np.testing.assert_allclose(_rewards(twin, [[0.0, 0.0, 0.0, 1.0]]), 0.0, atol=1e-5)
 
 
 def test_evaluation_and_citylearn_refuse_it(tmp_path: Path) -> None:

@@ -10,12 +10,11 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from iquitos_lightning.envs.actions import SELF_CONSUMPTION, SocketBands, fleet_power
+from iquitos_lightning.envs.actions import SELF_CONSUMPTION_WINDOW, SocketBands, fleet_power
 from iquitos_lightning.envs.factory import EnvConfig
 from iquitos_lightning.envs.self_consumption import (
     check_idle_band,
     self_consumption_fleet_action,
-    split_self_consumption_fleet_action,
     window_self_consumption_fleet_action,
 )
 from iquitos_lightning.envs.twin import make_twin
@@ -79,8 +78,8 @@ def test_numpy_and_torch_give_the_same_bits() -> None:
 def test_minus_one_holds_the_exchange_at_zero_while_the_battery_can_and_zero_idles(tmp_path: Path) -> None:
     """On the tiny site: with -1 the grid neither imports nor exports in every hour the battery is inside its power
     and SOC window; with 0 the battery never moves."""
-    twin = make_twin(TINY, data_root=tmp_path, num_envs=2, record=True, action_layout=SELF_CONSUMPTION)
-    action = torch.tensor([[-1.0, -1.0], [0.0, -1.0]], dtype=torch.float32)
+    twin = make_twin(TINY, data_root=tmp_path, num_envs=2, record=True, action_layout=SELF_CONSUMPTION_WINDOW)
+    action = torch.tensor([[-1.0, -1.0, -1.0, -1.0], [0.0, 0.0, 0.0, -1.0]], dtype=torch.float32)
     twin.reset()
     for _ in range(twin.hours):
         twin.step(TensorDict({"action": action}, batch_size=[2]))
@@ -131,47 +130,9 @@ def test_an_idle_band_outside_zero_to_one_is_refused(band: float) -> None:
 
 
 def test_an_idle_band_is_only_for_the_self_consumption_layout() -> None:
-    with pytest.raises(ValueError, match="idle_band is for the self_consumption action layouts, not 'fleet'"):
+    with pytest.raises(ValueError, match="idle_band is for the self_consumption_window action layout, not 'fleet'"):
         EnvConfig(name="iquitos", actions="fleet", idle_band=0.2)
-    assert EnvConfig(name="iquitos", actions=SELF_CONSUMPTION, idle_band=0.2).idle_band == 0.2
-
-
-@pytest.mark.parametrize(
-    ("pv_kw", "surplus_action", "load_action", "fraction"),
-    [
-        # load hour (net 53 kW): the load action applies, the surplus action is ignored
-        (350.0, -1.0, 0.0, 0.0),
-        (350.0, 0.0, -1.0, -53.0 / 100.0),
-        (350.0, 1.0, 0.5, 0.5),
-        # surplus hour (net -57 kW): the surplus action applies, the load action is ignored
-        (460.0, -1.0, 0.0, 57.0 / 100.0),
-        (460.0, 0.0, -1.0, 0.0),
-        (460.0, -0.5, 1.0, 28.5 / 100.0),
-    ],
-)
-def test_the_split_layout_acts_on_one_bess_action_for_surplus_hours_and_one_for_the_others(
-    pv_kw: float, surplus_action: float, load_action: float, fraction: float
-) -> None:
-    action = np.array([surplus_action, load_action, -1.0])
-    applied = split_self_consumption_fleet_action(action, pv_kw, 400.0, _bands(), BESS)
-    assert applied.shape == (2,)
-    assert applied[0] == pytest.approx(fraction, abs=1e-12)
-    assert applied[1] == -1.0  # the fleet action (the third) passes through
-    # each is the self_consumption map of the action that applies, with or without an idle band
-    chosen = surplus_action if pv_kw > 403.0 else load_action
-    for band in (0.0, 0.4):
-        plain = self_consumption_fleet_action(np.array([chosen, -1.0]), pv_kw, 400.0, _bands(), BESS, band)
-        split = split_self_consumption_fleet_action(action, pv_kw, 400.0, _bands(), BESS, band)
-        np.testing.assert_array_equal(split, plain)
-
-
-def test_the_split_layout_gives_the_same_bits_in_numpy_and_torch() -> None:
-    generator = np.random.default_rng(2)
-    actions = generator.uniform(-1, 1, (64, 3))
-    pv, mall = generator.uniform(0, 800, 64), generator.uniform(0, 800, 64)
-    _numpy_equals_torch(split_self_consumption_fleet_action, actions, pv, mall, 0.3)
-    surplus = mall + 0.0 < pv  # roughly half the hours of each kind (EVs add a few kW)
-    assert 10 < surplus.sum() < 54
+    assert EnvConfig(name="iquitos", actions=SELF_CONSUMPTION_WINDOW, idle_band=0.2).idle_band == 0.2
 
 
 @pytest.mark.parametrize(

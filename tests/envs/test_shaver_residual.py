@@ -12,7 +12,6 @@ from tensordict import TensorDict
 
 from iquitos_lightning.control.tariff_rule import flat_level
 from iquitos_lightning.envs.actions import SHAVER_RESIDUAL, SocketBands, fleet_power
-from iquitos_lightning.envs.rule_prior import add_rule
 from iquitos_lightning.envs.shaver_prior import add_shaver, flat_import_level, shaver_fleet_action
 from iquitos_lightning.envs.site_tables import window_rest
 from iquitos_lightning.envs.twin import make_twin
@@ -157,17 +156,3 @@ def test_the_zero_action_holds_the_evening_import_below_the_uncontrolled_peaks(t
     assert daily_peak["shaver"].mean() < daily_peak["idle"].mean() - 1.0
     charge = flows["shaver"]["bess_charge_kw"].to_numpy()
     assert charge[~window].sum() > 0 and charge[window].sum() == 0.0
-
-
-def test_the_flat_rule_is_the_rule_outside_the_window_and_the_flat_level_inside() -> None:
-    """``flat_rule_residual``'s zero action: the rule-based controller's own action outside the peak window; inside,
-    the rule's EV action with the flat level's discharge instead of the rule's cover-until-empty."""
-    bands = _bands()
-    rest, open_ = np.array([250.0, 150.0, 0.0, 0.0]), np.array([True, True, False, False])
-    for pv, soc in ((400.0, 0.5), (50.0, 0.9), (350.0, 0.25)):
-        outside = add_shaver(np.zeros(2), pv, 300.0, bands, soc, False, rest, open_, BESS, rule_outside=True)
-        np.testing.assert_array_equal(outside, add_rule(np.zeros(2), pv, 300.0, bands, soc, False, BESS))
-    inside = add_shaver(np.zeros(2), 50.0, 300.0, bands, 0.5, True, rest, open_, BESS, rule_outside=True)
-    rule = add_rule(np.zeros(2), 50.0, 300.0, bands, 0.5, True, BESS)
-    assert rule[0] == -1.0  # the rule covers the 253 kW net load, as far as its 100 kW go
-    np.testing.assert_allclose(inside, [-0.6, rule[1]], atol=1e-12)  # the flat level of the case above

@@ -22,15 +22,7 @@ from torchrl.envs.utils import step_mdp
 from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
 from iquitos_lightning.bench.equivalence import citylearn_trajectory, compare, twin_trajectories
 from iquitos_lightning.control.references import RuleBasedController, UncontrolledController
-from iquitos_lightning.envs.actions import (
-    FLAT_RULE_RESIDUAL,
-    GRID_TARGET,
-    RULE_RESIDUAL,
-    SELF_CONSUMPTION,
-    SELF_CONSUMPTION_SPLIT,
-    SELF_CONSUMPTION_WINDOW,
-    SHAVER_RESIDUAL,
-)
+from iquitos_lightning.envs.actions import RULE_RESIDUAL, SELF_CONSUMPTION_WINDOW, SHAVER_RESIDUAL
 from iquitos_lightning.envs.citylearn import IquitosEnv, make_iquitos_env
 from iquitos_lightning.envs.factory import make_env, site_env
 from iquitos_lightning.envs.twin import IquitosTwin
@@ -312,18 +304,15 @@ def test_a_zero_residual_is_the_rule_based_controller(data_root: Path) -> None:
     [
         (RULE_RESIDUAL, "thesis"),
         (RULE_RESIDUAL, "tariff"),
-        (GRID_TARGET, "tariff"),
-        (SELF_CONSUMPTION, "thesis"),
-        (SELF_CONSUMPTION_SPLIT, "thesis"),
         (SELF_CONSUMPTION_WINDOW, "thesis"),
+        (SELF_CONSUMPTION_WINDOW, "tariff"),
         (SHAVER_RESIDUAL, "tariff"),
-        (FLAT_RULE_RESIDUAL, "thesis"),
     ],
 )
 def test_the_twin_equals_citylearn_with_the_derived_layouts(data_root: Path, layout: str, objective: str) -> None:
     """The derived layouts turn the agent's action into a ``fleet`` one from the hour's state, in both simulators."""
     env = make_iquitos_env(TINY, data_root=data_root, action_layout=layout, objective=objective)
-    extremes, count = random_source(6), env.action_space.shape[0]  # 2 actions, 3 or 4 in the split layouts
+    extremes, count = random_source(6), env.action_space.shape[0]  # 2 actions, 4 in the window layout
     sources = {
         "zero": lambda observation, state: np.zeros(count),
         "random": lambda o, s: 0.5 * random_source(3)(o, s)[:count],
@@ -338,15 +327,15 @@ def test_the_twin_equals_citylearn_with_the_derived_layouts(data_root: Path, lay
 
 
 def test_the_twin_equals_citylearn_with_an_idle_band(data_root: Path) -> None:
-    """``self_consumption`` with ``idle_band``: both simulators idle the battery for the same small actions and
+    """``self_consumption_window`` with ``idle_band``: both simulators idle the battery for the same small actions and
     stretch the rest alike; the band changes what random actions do (it is not a no-op)."""
-    options = {"action_layout": SELF_CONSUMPTION, "objective": "thesis"}
+    options = {"action_layout": SELF_CONSUMPTION_WINDOW, "objective": "thesis"}
     env = make_iquitos_env(TINY, data_root=data_root, idle_band=0.4, **options)
     draws = random_source(11)
-    reference = citylearn_trajectory(env, lambda o, s: 0.6 * draws(o, s)[:2])
+    reference = citylearn_trajectory(env, lambda o, s: 0.6 * draws(o, s)[:4])
     twin = IquitosTwin(env.schema_path, env.series, num_envs=1, record=True, idle_band=0.4, **options)
     (replay,) = twin_trajectories(twin, reference.actions[None])
-    assert_equivalent(compare(reference, replay), "self_consumption/thesis/idle_band")
+    assert_equivalent(compare(reference, replay), "self_consumption_window/thesis/idle_band")
     np.testing.assert_array_equal(reference.observations, replay.observations)
     plain = IquitosTwin(env.schema_path, env.series, num_envs=1, record=True, **options)
     (unbanded,) = twin_trajectories(plain, reference.actions[None])
@@ -358,9 +347,9 @@ def test_the_twin_equals_citylearn_with_an_idle_band(data_root: Path) -> None:
 def test_the_twin_equals_citylearn_with_the_tariff_training_aids(data_root: Path) -> None:
     """``demand_period: day`` restarts the billed peak each midnight and ``stored_energy_value`` adds the same
     potential-based shaping in both simulators (rewards and observations)."""
-    options = {"action_layout": GRID_TARGET, "objective": "tariff", "demand_period": "day"}
+    options = {"action_layout": SELF_CONSUMPTION_WINDOW, "objective": "tariff", "demand_period": "day"}
     env, reference, replay, shaping = shaped_runs(data_root, options, value=0.4, seed=5)
-    assert_equivalent(compare(reference, replay), "grid_target/tariff/day/shaped")
+    assert_equivalent(compare(reference, replay), "self_consumption_window/tariff/day/shaped")
     np.testing.assert_array_equal(reference.observations, replay.observations)
     peak = reference.observations[:, env.tables.peak_index]
     assert peak[24] == 0.0 and peak[23] > 0  # restarted at the second midnight (observation of step 24)
@@ -373,7 +362,8 @@ def shaped_runs(data_root: Path, options: dict, value: float, seed: int):
     what the shaping added to each step's reward (the replay's rewards less an unshaped twin's on the same actions)."""
     shaping = {"stored_energy_value": value, "shaping_gamma": 0.99}
     env = make_iquitos_env(TINY, data_root=data_root, **options, **shaping)
-    reference = citylearn_trajectory(env, lambda o, s: 0.5 * random_source(seed)(o, s)[:2])
+    count = env.action_space.shape[0]
+    reference = citylearn_trajectory(env, lambda o, s: 0.5 * random_source(seed)(o, s)[:count])
     twin = IquitosTwin(env.schema_path, env.series, num_envs=1, record=True, **options, **shaping)
     (replay,) = twin_trajectories(twin, reference.actions[None])
     unshaped_twin = IquitosTwin(env.schema_path, env.series, num_envs=1, record=True, **options)
@@ -391,9 +381,9 @@ def potential_difference(env, run, value: float) -> np.ndarray:
 def test_the_twin_equals_citylearn_with_the_stored_energy_shaping_on_thesis(data_root: Path) -> None:
     """On ``thesis`` the shaping is the same potential's difference in the thesis reward's units (divided by the
     site's largest import: objectives.shaping_scale), in both simulators."""
-    options = {"action_layout": "self_consumption", "objective": "thesis"}
+    options = {"action_layout": "self_consumption_window", "objective": "thesis"}
     env, reference, replay, shaping = shaped_runs(data_root, options, value=0.62, seed=7)
-    assert_equivalent(compare(reference, replay), "self_consumption/thesis/shaped")
+    assert_equivalent(compare(reference, replay), "self_consumption_window/thesis/shaped")
     expected = potential_difference(env, replay, 0.62) / env.reward_scales.max_import_kw
     assert np.abs(expected).max() > 1e-4  # the battery moved: the shaping is not trivially 0
     np.testing.assert_allclose(shaping, expected, rtol=1e-4, atol=1e-7)
