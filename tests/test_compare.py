@@ -162,7 +162,8 @@ def test_compare_runs_end_to_end_on_the_tiny_site_and_keeps_finished_runs(tmp_pa
         # collection in this process: worker processes (5 here, each importing torch and CityLearn) are tested in
         # tests/agents; this test is the orchestration
         "--override", "sac:model.init_args.rollout.overlap=false",
-        "--override", "ppo:model.init_args.env.num_workers=1", "--override", "a2c:model.init_args.env.num_workers=1",
+        "--override", "ppo:model.init_args.env.backend.num_workers=1",
+        "--override", "a2c:model.init_args.env.backend.num_workers=1",
     ]  # fmt: skip
     first = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]

@@ -5,7 +5,7 @@ the same and easy to get subtly wrong, so it lives here once, each concern in it
 
 - **Data**: a TorchRL collector on CPU envs feeds ``training_step`` through
   :class:`CollectorStream` (the train dataloader): in this process, or in worker processes with
-  ``env.num_workers`` or ``rollout.overlap`` (:mod:`.collection`). One Lightning "epoch" is one
+  ``env.backend.num_workers`` or ``rollout.overlap`` (:mod:`.collection`). One Lightning "epoch" is one
   evaluation period (``eval_every_frames``), so validation runs after each period through Lightning's
   own loop. The stream has a length, so Lightning does not prefetch: every rollout is collected with the
   weights of the latest update (with ``overlap``: of the update before, by design).
@@ -243,9 +243,11 @@ class RLAgent(MovesDistributionBounds, pl.LightningModule):
     def evaluate_on(self, backend: str) -> None:
         """Evaluations from now on run on ``backend`` (``citylearn`` or ``twin``): the final test of a run that
         evaluated on the twin while training is a year on CityLearn itself (cli.py, ``final_test``)."""
-        if backend == self.env_config.eval_backend:
+        if backend == self.env_config.backend.evaluate:
             return
-        self.env_config = dataclasses.replace(self.env_config, eval_backend=backend)  # validated again
+        self.env_config = dataclasses.replace(
+            self.env_config, backend=dataclasses.replace(self.env_config.backend, evaluate=backend)
+        )  # validated again
         runtime = self._runtime
         for env in (runtime.eval_env, runtime.selection_env):
             if env is not None:
@@ -266,15 +268,15 @@ class RLAgent(MovesDistributionBounds, pl.LightningModule):
         if config.overlap and not self.off_policy:
             raise ConfigError(
                 f"model.rollout.overlap: {type(self).__name__} learns on-policy, so it cannot learn from a rollout "
-                "collected by the previous policy; use model.env.num_workers to collect in parallel instead"
+                "collected by the previous policy; use model.env.backend.num_workers to collect in parallel instead"
             )
         if config.eval_episodes < 0:
             raise ConfigError(f"model.rollout.eval_episodes must be 0 or more, got {config.eval_episodes}")
-        parallel = self.env_config.num_workers * self.env_config.num_envs
+        parallel = self.env_config.backend.num_workers * self.env_config.backend.num_envs
         if config.frames_per_batch % parallel:
             raise ConfigError(
                 f"model.rollout.frames_per_batch ({config.frames_per_batch}) must be a multiple of the parallel envs "
-                f"(model.env.num_workers x model.env.num_envs = {parallel}): each collects the same share of a rollout"
+                f"(model.env.backend.num_workers x num_envs = {parallel}): each collects the same share of a rollout"
             )
         if config.eval_every_frames <= 0 or config.eval_every_frames % config.frames_per_batch:
             nearest = config.frames_per_batch * max(config.eval_every_frames // config.frames_per_batch, 1)

@@ -45,14 +45,15 @@ from tensordict.nn import TensorDictModule
 from torchrl.collectors import BaseCollector, Collector
 from torchrl.envs import EnvBase
 
-from iquitos_lightning.envs.factory import WORKER_IGNORED_SIGNALS, EnvConfig, worker_env_makers
+from iquitos_lightning.envs.env_config import EnvConfig
+from iquitos_lightning.envs.factory import WORKER_IGNORED_SIGNALS, worker_env_makers
 from iquitos_lightning.fastpath.collector_weights import WorkerAsyncCollector, WorkerSyncCollector, close_weight_sync
 from iquitos_lightning.fastpath.distribution_bounds import apply_to_distribution_bounds
 
 
 def collects_in_process(env_config: EnvConfig, overlap: bool) -> bool:
     """Whether rollouts are collected by the training process's own env (the exact-resume case)."""
-    return env_config.num_workers == 1 and not overlap
+    return env_config.backend.num_workers == 1 and not overlap
 
 
 def make_collector(

@@ -63,6 +63,9 @@ def as_config(config_class: type[ConfigT], value: ConfigT | dict[str, Any] | Non
     if isinstance(value, config_class):
         return value
     if isinstance(value, dict):
+        from_mapping = getattr(config_class, "from_mapping", None)
+        if from_mapping is not None:  # a config of groups that also reads its earlier flat keys (EnvConfig)
+            return from_mapping(value)
         known = {field.name for field in fields(config_class)}  # type: ignore[arg-type]
         return config_class(**{key: item for key, item in value.items() if key in known})
     raise TypeError(f"expected {config_class.__name__} or dict, got {type(value).__name__}")

@@ -34,7 +34,7 @@ from iquitos_lightning.agents.replay import (
     transition_for_buffer,
 )
 from iquitos_lightning.agents.speed import SpeedConfig
-from iquitos_lightning.envs.factory import EnvConfig
+from iquitos_lightning.envs.env_config import EnvConfig
 from iquitos_lightning.errors import ConfigError
 
 # Batches of this many updates are drawn from the buffer and moved to the device at once: one index draw,

@@ -32,7 +32,7 @@ from iquitos_lightning.agents.networks import (
 )
 from iquitos_lightning.agents.reward_normalizer import RewardNormalizer
 from iquitos_lightning.agents.speed import SpeedConfig
-from iquitos_lightning.envs.factory import EnvConfig
+from iquitos_lightning.envs.env_config import EnvConfig
 from iquitos_lightning.errors import ConfigError
 
 INITIALISATIONS = ("orthogonal", "default")

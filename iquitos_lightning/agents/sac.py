@@ -30,7 +30,7 @@ from iquitos_lightning.agents.policy_average import averaged_policy
 from iquitos_lightning.agents.replay import ReplayBufferConfig
 from iquitos_lightning.agents.resume import merged_optimizer_state
 from iquitos_lightning.agents.speed import SpeedConfig
-from iquitos_lightning.envs.factory import EnvConfig
+from iquitos_lightning.envs.env_config import EnvConfig
 from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.fastpath.lean_sac_loss import LeanSACLoss
 from iquitos_lightning.fastpath.soft_update import ForeachSoftUpdate
@@ -72,7 +72,7 @@ class SAC(OffPolicyAgent):
         init_random_frames: frames of uniformly random actions before learning starts.
         loss_function: Q regression loss ("l2", "smooth_l1", "l1").
         zero_mean_start: start the policy's mean at action 0 for every observation (its output layer zeroed):
-            with ``env.actions: rule_residual`` the untrained policy then *is* the rule-based controller.
+            with ``env.layout: rule_residual`` the untrained policy then *is* the rule-based controller.
         initial_scale: the policy's Gaussian scale at the start (before the tanh); 1 covers the action range,
             about 0.1 explores near the mean (with ``zero_mean_start``: near the rule).
         actor_delay_frames: frames during which only the Q networks learn (the policy and the entropy

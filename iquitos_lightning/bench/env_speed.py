@@ -89,7 +89,8 @@ def _gym_runner(site: str, data_root: Path, steps: int, seed: int, before: bool 
 
 def _torchrl_runner(site: str, data_root: Path, steps: int, seed: int):
     # lazy: CityLearn and TorchRL load only for the layers this section times
-    from iquitos_lightning.envs.factory import EnvConfig, make_env
+    from iquitos_lightning.envs.env_config import EnvConfig
+    from iquitos_lightning.envs.factory import make_env
 
     env = make_env(EnvConfig(site=site, data_root=str(data_root), seed=seed))
     return _random_steps(env, steps, seed)

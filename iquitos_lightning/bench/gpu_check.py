@@ -146,7 +146,8 @@ def check_device(run: CheckRun) -> dict[str, Any]:
     for algorithm in ALGORITHMS:
         model_args = profile_yaml(f"configs/{algorithm}_auto.yaml")["model"]["init_args"]
         if run.quick:  # the tiny site builds in a second; the choice's logic is the same at any size
-            model_args["env"] = {**model_args["env"], "site": "configs/site/tiny.yaml", "num_workers": 1}
+            env = model_args["env"]
+            env |= {"site": "configs/site/tiny.yaml", "backend": {**env.get("backend", {}), "num_workers": 1}}
         workloads[algorithm] = workload_of(model_args, AGENT_CLASSES[algorithm])
     for view, cap in views.items():
         previous = os.environ.pop(MEMORY_CAP_ENV, None)

@@ -32,17 +32,23 @@ from iquitos_lightning.bench.learner_runs import (
 )
 from iquitos_lightning.bench.ours import window_rate
 from iquitos_lightning.bench.timing import Rate, interleave, median_rate, median_ratio, ratio_range
-from iquitos_lightning.envs.factory import EnvConfig, env_specs
+from iquitos_lightning.envs.env_config import EnvConfig
+from iquitos_lightning.envs.factory import env_specs
 
 # Timed rollouts per round, sized so that each side's window is a second or more on the 2-core machine
 # (PPO: 8,192 frames and 160 updates a rollout; A2C: 512 frames and 1 update; SAC: 256 frames and 64 updates).
 TIMED_ROLLOUTS = {"PPO": 2, "A2C": 24, "SAC": 4}
 # --quick: a few small rollouts on the tiny site (proves the section runs; measures nothing).
 QUICK_OVERRIDES = {
-    "PPO": {"env": {"num_envs": 8}, "rollout": {"frames_per_batch": 256}, "minibatch_size": 64, "epochs": 2},
-    "A2C": {"env": {"num_envs": 8}, "rollout": {"frames_per_batch": 64}},
+    "PPO": {
+        "env": {"backend": {"num_envs": 8}},
+        "rollout": {"frames_per_batch": 256},
+        "minibatch_size": 64,
+        "epochs": 2,
+    },
+    "A2C": {"env": {"backend": {"num_envs": 8}}, "rollout": {"frames_per_batch": 64}},
     "SAC": {
-        "env": {"num_envs": 4},
+        "env": {"backend": {"num_envs": 4}},
         "rollout": {"frames_per_batch": 32},
         "init_random_frames": 64,
         "buffer": {"capacity": 1_000},
@@ -131,7 +137,7 @@ class LearnerResult:
 
 def describe(algorithm: str, hparams: Mapping[str, Any]) -> str:
     """The settings that set the learner's work, as one table cell."""
-    envs, frames = int(hparams["env"]["num_envs"]), int(hparams["rollout"]["frames_per_batch"])
+    envs, frames = int(hparams["env"]["backend"]["num_envs"]), int(hparams["rollout"]["frames_per_batch"])
     hidden = "x".join(str(width) for width in hparams["hidden_sizes"])
     parts = [f"{envs} envs x {frames // envs} steps", f"{hidden} {hparams['activation']}"]
     if algorithm == "PPO":

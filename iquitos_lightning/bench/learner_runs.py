@@ -7,8 +7,8 @@ the plain loop reads the built agent's ``hparams`` (the profile's values plus ev
 and steps the twin our agent's config builds (``twin_options``: the same site, envs, layout, objective, observation,
 starts and episode length) as the bare :class:`~iquitos_lightning.envs.twin.IquitosTwin`, without the step count,
 episode reward and finite check our training twin adds (envs/training_twin.py).
-Training years (``env.train_site_seeds``) are left out on both sides: they change which rows of the tables an env
-reads, not the work of a step, and the tiny site has none.
+Training years (``env.training.train_site_seeds``) are left out on both sides: they change which rows of the tables
+an env reads, not the work of a step, and the tiny site has none.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from iquitos_lightning.bench.ours import FrameMarks
 from iquitos_lightning.bench.plain_loops import Mark, on_policy_settings, sac_settings, train_on_policy, train_sac
 from iquitos_lightning.bench.timing import setup_kept_out_of_collections
 from iquitos_lightning.bench.trainer import bare_trainer
-from iquitos_lightning.envs.factory import EnvConfig, twin_options
+from iquitos_lightning.envs.env_config import EnvConfig
+from iquitos_lightning.envs.factory import twin_options
 from iquitos_lightning.envs.twin import make_twin
 from iquitos_lightning.profile.bases import profile_yaml
 
@@ -88,7 +89,8 @@ def agent_arguments(case: LearnerCase) -> dict[str, Any]:
     """The profile's init_args with the case's site, overrides and budget: warm-up + timed rollouts, no evaluation."""
     arguments = merged_settings(profile_init_args(case.profile_path), case.overrides)
     env = arguments["env"]
-    env.update(site=case.site, data_root=str(case.data_root), train_site_seeds=None)
+    env.update(site=case.site, data_root=str(case.data_root))
+    env.setdefault("training", {})["train_site_seeds"] = None
     if case.observation is not None:
         env["observation"] = case.observation
     frames = int(arguments["rollout"]["frames_per_batch"])

@@ -18,6 +18,7 @@ import lightning.pytorch as pl
 from iquitos_lightning.bench.settings import IN_PROCESS, AlgorithmSettings, OurArchitecture
 from iquitos_lightning.bench.timing import Rate
 from iquitos_lightning.bench.trainer import bare_trainer
+from iquitos_lightning.envs.env_config import Backend
 
 
 class FrameMarks(pl.Callback):
@@ -50,7 +51,7 @@ def build_agent(
     budget = settings.warmup_frames + rollout + settings.measured_frames
     budget = -(-budget // rollout) * rollout
     common: dict[str, Any] = {
-        "env": EnvConfig(site=site, data_root=str(data_root), num_workers=architecture.num_workers),
+        "env": EnvConfig(site=site, data_root=str(data_root), backend=Backend(num_workers=architecture.num_workers)),
         "rollout": RolloutConfig(
             frame_budget=budget,
             frames_per_batch=rollout,

@@ -103,7 +103,7 @@ def memory_section(points: Sequence[MemoryPoint], site: str) -> str:
 
 def workers_section(rows: Sequence[WorkerScaling], site: str) -> str:
     body = [[str(row.workers), f"{row.frames_per_s:.1f}", f"{row.speedup:.2f}x"] for row in rows]
-    title = f"### Collection frames/s vs env workers (`--model.env.num_workers`, random policy, {site})"
+    title = f"### Collection frames/s vs env workers (`--model.env.backend.num_workers`, random policy, {site})"
     return title + "\n\n" + _table(["workers", "frames/s", "speed-up"], body)
 
 

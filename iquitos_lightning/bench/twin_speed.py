@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
+from iquitos_lightning.envs.env_config import Backend
 from iquitos_lightning.envs.twin import IquitosTwin, make_twin
 
 DEFAULT_SITE = "configs/site/iquitos-2026.yaml"
@@ -195,7 +196,7 @@ def training_speed(
     budget = -(-frames // frames_per_batch) * frames_per_batch
     model = agent_class(
         env=EnvConfig(
-            site=str(site), data_root=str(data_root), backend="twin", num_envs=num_envs, compile_twin=compile
+            site=str(site), data_root=str(data_root), backend=Backend(train="twin", num_envs=num_envs, compile=compile)
         ),
         rollout=RolloutConfig(
             frame_budget=budget, frames_per_batch=frames_per_batch, eval_every_frames=budget, eval_episodes=0
@@ -240,7 +241,8 @@ def policy_on_both(
     from torchrl.envs import ExplorationType, set_exploration_type
 
     from iquitos_lightning.bench.equivalence import kpi_relative_differences, max_relative_error
-    from iquitos_lightning.envs.factory import EnvConfig, make_env, site_env
+    from iquitos_lightning.envs.env_config import EnvConfig
+    from iquitos_lightning.envs.factory import make_env, site_env
     from iquitos_lightning.metrics.kpis import compute_kpis
 
     config = EnvConfig(site=str(site), data_root=str(data_root))

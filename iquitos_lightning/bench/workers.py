@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iquitos_lightning.bench.timing import Rate, interleave, median_rate, timed
+from iquitos_lightning.envs.env_config import Backend
 
 
 @dataclass
@@ -26,12 +27,13 @@ def measure_worker_scaling(
 ) -> list[WorkerScaling]:
     # lazy: collectors and envs (TorchRL, CityLearn) load only when this section runs
     from iquitos_lightning.agents.collection import make_collector, shutdown_workers
-    from iquitos_lightning.envs.factory import EnvConfig, make_env
+    from iquitos_lightning.envs.env_config import EnvConfig
+    from iquitos_lightning.envs.factory import make_env
 
     collectors = {}
     iterators = {}
     for workers in worker_counts:
-        config = EnvConfig(site=site, data_root=str(data_root), num_workers=workers)
+        config = EnvConfig(site=site, data_root=str(data_root), backend=Backend(num_workers=workers))
         frames = workers * frames_per_worker
         collectors[workers] = make_collector(config, make_env(config), None, frames_per_batch=frames, overlap=False)
         iterators[workers] = iter(collectors[workers])

@@ -17,7 +17,7 @@ The band of a socket (grid-side kW for this hour), with the guarantee on (``ev_g
 With the guarantee off the band is [0, charger power] while an EV is plugged (the seeds' physics,
 CityLearn charges up to SOC 1).
 
-Layouts (``env.actions``):
+Layouts (``env.layout``):
 - ``per_socket`` (1 + S actions, the seeds' layout): ``[BESS, socket_0 .. socket_{S-1}]``, each
   socket affinely over its band, ``low + (a + 1) / 2 x (high - low)``: -1 is the minimum, +1 the
   maximum, 0 half way; no dead zone;
@@ -91,7 +91,7 @@ def _clip_low(value: Array, low: float) -> Array:
 def action_count(layout: str, sockets: int) -> int:
     """How many actions a layout has: 1 + S (``per_socket``), 4 (``self_consumption_window``) or 2 (every other)."""
     if layout not in LAYOUTS:
-        raise ValueError(f"env.actions must be one of {LAYOUTS}, got {layout!r}")
+        raise ValueError(f"env.layout must be one of {LAYOUTS}, got {layout!r}")
     if layout == PER_SOCKET:
         return 1 + sockets
     return {SELF_CONSUMPTION_WINDOW: 4}.get(layout, 2)

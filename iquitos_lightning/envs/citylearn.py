@@ -9,7 +9,7 @@ Observations are normalised with constants fixed at construction, in the layout 
 (``full``, ``compact`` or ``auto``: :mod:`~iquitos_lightning.envs.site_tables`).
 
 Actions in [-1, 1] in any of the layouts of :data:`~iquitos_lightning.envs.actions.LAYOUTS`
-(``action_layout``): ``per_socket`` ``[BESS, socket_0 .. socket_{S-1}]``, ``fleet`` ``[BESS, EV fleet]``, or a
+(``layout``): ``per_socket`` ``[BESS, socket_0 .. socket_{S-1}]``, ``fleet`` ``[BESS, EV fleet]``, or a
 derived layout (``self_consumption_window``, ``rule_residual``, ``shaver_residual``) that
 :func:`~iquitos_lightning.envs.env_action.applied_action` turns into a ``fleet`` action. The BESS is a
 fraction of its power (+charge / -discharge, grid side); sockets map affinely onto their band of
@@ -88,7 +88,7 @@ class IquitosEnv(gym.Env):
         series: SiteSeries,
         reward_weights: RewardWeights | None = None,
         *,
-        action_layout: str = PER_SOCKET,
+        layout: str = PER_SOCKET,
         ev_guarantee: bool = True,
         objective: str = objectives.THESIS,
         tariff_weights: objectives.TariffWeights | None = None,
@@ -104,12 +104,12 @@ class IquitosEnv(gym.Env):
         self.site_config: SiteConfig = series.config
         self.reward_weights = reward_weights or RewardWeights()
         self.reward_scales = RewardScales.for_series(series)
-        self.action_layout = action_layout
+        self.layout = layout
         self.idle_band = check_idle_band(idle_band)  # the self_consumption layouts: BESS actions within it of 0 idle
         self.ev_guarantee = ev_guarantee
         self.objective = objectives.check_objective(objective)
         self.demand_period = objectives.check_demand_period(demand_period)
-        self.observation = resolve_observation(observation, action_layout)  # "full" or "compact"
+        self.observation = resolve_observation(observation, layout)  # "full" or "compact"
         self.forecasts = check_forecasts(forecasts)  # what the coming hours' PV and mall are (site/forecasts.py)
         # tariff training aid (objectives.stored_energy_shaping): PEN per kWh in the BESS, and the agent's discount
         self.stored_energy_value = stored_energy_value
@@ -128,7 +128,7 @@ class IquitosEnv(gym.Env):
         self._transition = citylearn_transition(self.citylearn)
         skip_action_feedback(self.citylearn)
         self._precompute()
-        self.action_space = gym.spaces.Box(-1.0, 1.0, (action_count(action_layout, self.sockets),), np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (action_count(layout, self.sockets),), np.float32)
         size = len(self.observation_names)
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
         self.time_step = 0
@@ -181,7 +181,7 @@ class IquitosEnv(gym.Env):
         bands = self.socket_bands()
         bess_soc_before = self._bess_soc()
         action = applied_action(
-            self.action_layout,
+            self.layout,
             action,
             pv_kw=float(self.series.pv_kw[t]),
             mall_kw=float(self.series.mall_kw[t]),
@@ -195,7 +195,7 @@ class IquitosEnv(gym.Env):
         )
         bess_action, socket_kw = cap_import(
             action[0],
-            socket_power(self.action_layout, action, bands),
+            socket_power(self.layout, action, bands),
             pv_kw=float(self.series.pv_kw[t]),
             mall_kw=float(self.series.mall_kw[t]),
             guaranteed_kw=bands.low,

@@ -13,14 +13,14 @@ The Iquitos env is imported lazily so Gymnasium-only runs never import CityLearn
 env is wrapped in :class:`~iquitos_lightning.envs.finite.FiniteValues` (a NaN observation or reward
 stops the run naming the key) and an unknown id is refused as a config error naming ``model.env.name``.
 
-Backends of the Iquitos site (``EnvConfig.backend``): ``"citylearn"`` (the reference simulator)
-or ``"twin"`` (:class:`~iquitos_lightning.envs.twin.IquitosTwin`, the same physics as B batched
+Backends of the Iquitos site (``EnvConfig.backend.train``, envs/env_config.py): ``"citylearn"`` (the reference
+simulator) or ``"twin"`` (:class:`~iquitos_lightning.envs.twin.IquitosTwin`, the same physics as B batched
 envs in torch, proven equal by ``tests/envs/test_twin.py``). ``make_env(config, evaluation=True)``
-builds CityLearn unless ``eval_backend`` is ``"twin"``: one twin env over the full year from hour 0
+builds CityLearn unless ``backend.evaluate`` is ``"twin"``: one twin env over the full year from hour 0
 (:class:`~iquitos_lightning.envs.twin_gym.TwinGymEnv`), bit-equal and about 10x faster, for
 evaluation at intervals during training.
 
-Parallel workers are one switch, ``num_workers``: above 1 rollouts are collected by that many worker
+Parallel workers are one switch, ``backend.num_workers``: above 1 rollouts are collected by that many worker
 processes (:mod:`iquitos_lightning.agents.collection`), each one env built by
 :func:`worker_env_makers` with its own episode counter (worker ``w`` seeds episode ``k`` with
 ``seed + w * WORKER_SEED_STRIDE + k``); rollouts then have a leading worker dimension. The training
@@ -35,7 +35,6 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -46,178 +45,18 @@ import torch
 from torchrl.data import Unbounded
 from torchrl.envs import DoubleToFloat, EnvBase, GymWrapper, RewardSum, StepCounter, TransformedEnv
 
-from iquitos_lightning.envs.actions import LAYOUTS, SELF_CONSUMPTION_LAYOUTS, action_count
+from iquitos_lightning.envs.actions import action_count
+from iquitos_lightning.envs.env_config import IQUITOS, TWIN, EnvConfig
 from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.envs.gym_env import FlatGymEnv, SpecsOnly, is_flat_box_env
-from iquitos_lightning.envs.hindsight import HINDSIGHT, check_critic_forecasts, hindsight_names
-from iquitos_lightning.envs.objectives import DEMAND_PERIODS, OBJECTIVES
-from iquitos_lightning.envs.reward_baseline import NO_BASELINE, check_reward_baseline
-from iquitos_lightning.envs.self_consumption import check_idle_band
+from iquitos_lightning.envs.hindsight import HINDSIGHT, hindsight_names
 from iquitos_lightning.envs.site_data import site_config_of, site_year, site_years
-from iquitos_lightning.envs.site_tables import AUTO, OBSERVATION_MODES, observation_names, resolve_observation
-from iquitos_lightning.envs.start_peak import check_start_peak
+from iquitos_lightning.envs.site_tables import observation_names, resolve_observation
 from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.site.config import SiteConfig
-from iquitos_lightning.site.forecasts import PAST_DAYS, check_forecasts
 
-IQUITOS = "iquitos"
 WORKER_IGNORED_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # the group's stop signals: for the training process
 WORKER_SEED_STRIDE = 1_000_000  # seeds of different workers never meet (an episode count below a million)
-CITYLEARN = "citylearn"
-TWIN = "twin"
-BACKENDS = (CITYLEARN, TWIN)
-
-
-@dataclass
-class EnvConfig:
-    """Which environment to build.
-
-    ``name`` is ``"iquitos"`` (the site described by ``site``) or any Gymnasium id such as
-    ``"Pendulum-v1"``.
-    """
-
-    name: str = IQUITOS
-    site: str = "configs/site/iquitos-2026.yaml"  # site profile YAML, used when name == "iquitos"
-    data_root: str = "data"  # where the site's CityLearn dataset is built and cached
-    seed: int = 0  # training episode k is reset with seed + k
-    eval_seed: int = 10_000  # evaluation episode k is reset with eval_seed + k (same episodes every time)
-    max_episode_steps: int | None = None  # Gymnasium ids only: episode length (None: the id's own limit)
-    backend: str = CITYLEARN  # Iquitos training env: "citylearn" or "twin" (evaluation: eval_backend)
-    num_envs: int = 1  # parallel envs of the twin's batch (backend "twin" only)
-    compile_twin: bool = False  # torch.compile the twin's step: ~1 min to compile, then 3-5x faster at small B
-    num_workers: int = 1  # collection worker processes (agents/collection.py); frames_per_batch must divide by it
-    # Iquitos action layout (envs/actions.py): "per_socket" (1 + sockets), "fleet" (BESS, EV fleet),
-    # "self_consumption_window" (the share of the hour's surplus or load the BESS takes over, 0 idle: one share for
-    # surplus hours, one for the peak window, one for the others, then the EV fleet; the card's), "rule_residual"
-    # (fleet mapped around the rule-based controller's) or "shaver_residual" (fleet around a peak shaver's: charge
-    # outside the evening window, hold the import flat inside)
-    actions: str = "per_socket"
-    # self_consumption_window only: BESS actions within this of 0 idle, the rest of each half stretched back
-    # onto it, so idling is a range a wandering policy mean stays in, not a point (envs/self_consumption.py); 0: none
-    idle_band: float = 0.0
-    ev_guarantee: bool = True  # Iquitos: every EV gets at least the least-laxity minimum that serves it in time
-    # Iquitos observation layout (envs/site_tables.py): "full" (four columns per socket), "compact" (a few fleet sums
-    # instead, no constant column) or "auto": compact for every layout but per_socket, whose actions are per socket
-    observation: str = AUTO
-    objective: str = "thesis"  # Iquitos reward: "thesis" (the seed weights) or "tariff" (the bill, envs/objectives.py)
-    # tariff only: the period whose peak-window maximum the reward's demand charge bills: "month" (the bill) or
-    # "day" (a dense training surrogate, the rate spread over the days; KPIs and the table still bill the month)
-    demand_period: str = "month"
-    # Training aid: potential-based shaping with the stored energy valued at this much per kWh (PEN on tariff; on
-    # thesis in the reward's units x the site's largest import, objectives.shaping_scale: a kWh imported costs ~0.63
-    # off the peak window, ~0.69 in it) (objectives.stored_energy_shaping; 0: off), discounted with shaping_gamma
-    # (set it to the agent's gamma); training envs only, evaluations score the objective
-    stored_energy_value: float = 0.0
-    shaping_gamma: float = 0.99
-    # Twin training only (evaluation is always the full year from hour 0): where episodes start ("zero",
-    # "staggered": env b of B at hour b x 8760 / B, "random") and how long they run (None: to the year's end).
-    start: str = "zero"
-    episode_hours: int | None = None
-    # Twin training with the tariff objective and start != "zero": where an episode's month-to-date peak starts,
-    # "reference" (the peak shaver's at that hour of the year, envs/start_peak.py) or "zero" (a fresh month)
-    start_peak: str = "reference"
-    # Iquitos evaluation env (validate, test): "citylearn" (default) or "twin", bit-equal and ~10x faster for a year
-    # of the default site (envs/twin_gym.py): what makes evaluation at intervals during training affordable.
-    eval_backend: str = CITYLEARN
-    # Iquitos: what the observation holds of the coming hours' PV and mall load, and what the priors plan with
-    # (site/forecasts.py): "past_days" (the same hours of the previous 3 days: what a site has) or "oracle" (the
-    # true series, as CityLearn's predictions: an upper bound for value-of-information rows)
-    forecasts: str = PAST_DAYS
-    # Twin training only (envs/hindsight.py): what the critic sees of the coming hours beside the actor's observation:
-    # None (what the actor sees) or "oracle" (also their true PV and mall: an asymmetric actor-critic; the actor,
-    # and so the deployed policy, still acts on ``forecasts``)
-    critic_forecasts: str | None = None
-    # Twin training only: train on these years of the site profile (the profile with its seed replaced: mall noise,
-    # cloudiness and EV sessions drawn afresh, built once each under data_root); env b of the batch runs year
-    # b % len. Evaluation stays on ``site`` itself, a year the agent never trained on unless its seed is listed.
-    # None: train on ``site``.
-    train_site_seeds: list[int] | None = None
-    # Twin training only, a training aid (envs/reward_baseline.py): "uncontrolled" ("rule") trains on the reward minus
-    # what the uncontrolled (rule-based) controller earns at the same hour of the same year (a fixed series: the best
-    # policy is unchanged; evaluation bills the raw reward); "none": the objective's reward
-    reward_baseline: str = NO_BASELINE
-    # Iquitos: a third year of the site profile (its seed replaced, built like the training years) on which every
-    # evaluation during training also runs, logged as ``select/*``: what picks the policy a run reports (the
-    # evaluation with the best ``select/score`` is kept as ``best.ckpt``, ``final_test.policy: best``) without
-    # looking at the evaluation year itself. None: no selection year.
-    validation_site_seed: int | None = None
-
-    def __post_init__(self) -> None:
-        """Checks every field; a bad value is a :class:`ConfigError` (one line at the command line, not a trace
-        through jsonargparse), whichever check below or in the module it names found it."""
-        try:
-            self._check()
-        except ConfigError:
-            raise
-        except ValueError as error:
-            raise ConfigError(f"model.init_args.env: {error}") from error
-
-    def _check(self) -> None:
-        if self.actions not in LAYOUTS:
-            raise ValueError(f"actions must be one of {LAYOUTS}, got {self.actions!r}")
-        if check_idle_band(self.idle_band) and self.actions not in SELF_CONSUMPTION_LAYOUTS:
-            raise ValueError(f"idle_band is for the self_consumption_window action layout, not {self.actions!r}")
-        if self.observation not in OBSERVATION_MODES:
-            raise ValueError(f"observation must be one of {OBSERVATION_MODES}, got {self.observation!r}")
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
-        check_start_peak(self.start_peak)
-        check_forecasts(self.forecasts)
-        hindsight = check_critic_forecasts(self.critic_forecasts) is not None
-        if hindsight and (self.backend != TWIN or self.name != IQUITOS):
-            raise ValueError("critic_forecasts (the critic's hindsight in training) needs the twin backend of Iquitos")
-        if self.train_site_seeds is not None:
-            if self.backend != TWIN or self.name != IQUITOS:
-                raise ValueError("train_site_seeds (training years) needs the twin backend of the Iquitos site")
-            if not self.train_site_seeds:
-                raise ValueError("train_site_seeds must list at least one seed (or be null: train on the site)")
-            check_training_years(self)
-        if self.validation_site_seed is not None:
-            check_validation_year(self)
-        baseline = check_reward_baseline(self.reward_baseline)
-        if baseline != NO_BASELINE and (self.backend != TWIN or self.name != IQUITOS):
-            raise ValueError("reward_baseline (a training aid) needs the twin backend of the Iquitos site")
-        if self.demand_period not in DEMAND_PERIODS:
-            raise ValueError(f"demand_period must be one of {DEMAND_PERIODS}, got {self.demand_period!r}")
-        if (self.start != "zero" or self.episode_hours is not None) and self.backend != TWIN:
-            raise ValueError("start and episode_hours are for the twin backend (CityLearn episodes run the year)")
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
-        if self.eval_backend not in BACKENDS:
-            raise ValueError(f"eval_backend must be one of {BACKENDS}, got {self.eval_backend!r}")
-        if self.num_envs < 1:
-            raise ValueError(f"num_envs must be >= 1, got {self.num_envs}")
-        if self.num_envs > 1 and (self.backend != TWIN or self.name != IQUITOS):
-            raise ValueError("num_envs > 1 needs the twin backend of the Iquitos site")
-        if self.num_workers < 1:
-            raise ValueError(f"num_workers must be >= 1, got {self.num_workers}")
-        if self.num_workers > 1 and self.backend == TWIN and self.name == IQUITOS:
-            raise ValueError("num_workers > 1 is for CityLearn and Gymnasium envs: the twin batches with num_envs")
-
-
-def check_training_years(config: EnvConfig) -> None:
-    """Training years must leave out the site's own year, the one evaluations and tables report: a run trained on
-    it would report a memorised year as if it were unseen (a policy closed 56 % on its training year and 19 % on
-    another year of the same profile)."""
-    reported = site_config_of(config.site).seed
-    if reported in (config.train_site_seeds or []):
-        raise ValueError(
-            f"train_site_seeds includes {reported}, the site's own year, the one evaluations report: "
-            "train on other seeds (the card's: 2030-2033)"
-        )
-
-
-def check_validation_year(config: EnvConfig) -> None:
-    """A selection year must be a year of the site that the run neither trains on nor reports."""
-    seed = config.validation_site_seed
-    if config.name != IQUITOS:
-        raise ValueError("validation_site_seed (a selection year) needs the Iquitos site")
-    if seed in (config.train_site_seeds or []):
-        raise ValueError(f"validation_site_seed {seed} is also a training year (train_site_seeds): pick another")
-    if seed == site_config_of(config.site).seed:
-        raise ValueError(
-            f"validation_site_seed {seed} is the site's own year, the one evaluations report: pick another seed"
-        )
 
 
 @runtime_checkable
@@ -243,12 +82,12 @@ class EpisodeSeeding(gym.Wrapper):
 
 def _make_gym_env(config: EnvConfig, *, evaluation: bool = False, site: str | SiteConfig | None = None) -> gym.Env:
     site = config.site if site is None else site
-    if config.name == IQUITOS and evaluation and config.eval_backend == TWIN:
+    if config.name == IQUITOS and evaluation and config.backend.evaluate == TWIN:
         # lazy: the twin reads the built site (pvlib behind the site builder); Gymnasium-only runs never need it
         from iquitos_lightning.envs.twin import make_twin
         from iquitos_lightning.envs.twin_gym import TwinGymEnv  # lazy: as the twin above
 
-        options = site_env_options(config, evaluation=True)
+        options = site_env_options(config)
         twin = make_twin(site, data_root=Path(config.data_root), record=True, **options)
         return TwinGymEnv(twin)
     if config.name == IQUITOS:
@@ -262,7 +101,7 @@ def _make_gym_env(config: EnvConfig, *, evaluation: bool = False, site: str | Si
                 "the Iquitos site needs CityLearn, which is not installed: pip install --no-deps -r "
                 "requirements-nodeps.lock (citylearn 3.0.2; its declared dependencies would break torch)"
             ) from None
-        options = site_env_options(config, evaluation=evaluation)
+        options = site_env_options(config)
         return make_iquitos_env(site, data_root=Path(config.data_root), **options)
     kwargs = {} if config.max_episode_steps is None else {"max_episode_steps": config.max_episode_steps}
     try:
@@ -278,16 +117,16 @@ def make_env(config: EnvConfig, *, evaluation: bool = False, selection: bool = F
     """The TorchRL env of ``config`` on the CPU; ``evaluation`` picks the evaluation seed stream, ``selection``
     (with ``evaluation``) the evaluation env of the selection year (``validation_site_seed``).
 
-    With ``backend="twin"`` the training env is the batched twin (``num_envs`` envs); an
-    evaluation env is CityLearn unless ``eval_backend`` is ``"twin"``. With ``num_workers`` > 1 this is the
+    With ``backend.train: twin`` the training env is the batched twin (``backend.num_envs`` envs); an
+    evaluation env is CityLearn unless ``backend.evaluate`` is ``"twin"``. With ``backend.num_workers`` > 1 this is the
     training process's own env (specs, and the seed stream of worker 0); the workers build theirs from
     :func:`worker_env_makers`.
     """
-    if config.name == IQUITOS and config.backend == TWIN and not evaluation:
+    if config.on_twin and not evaluation:
         # lazy: the twin reads the built site (pvlib behind the site builder); Gymnasium-only runs never need it
         from iquitos_lightning.envs.training_twin import make_torchrl_twin
 
-        return make_torchrl_twin(config.site, critic_forecasts=config.critic_forecasts, **twin_options(config))
+        return make_torchrl_twin(config.site, critic_forecasts=config.training.critic_forecasts, **twin_options(config))
     if selection:
         if not evaluation or config.validation_site_seed is None:
             raise ValueError("a selection env is an evaluation env of a run with a validation_site_seed")
@@ -314,11 +153,13 @@ def env_specs(config: EnvConfig) -> EnvBase:
     if config.name != IQUITOS:
         return make_env(config)
     sockets = site_config_of(config.site).ev.socket_count
-    names = observation_names(sockets, config.objective, resolve_observation(config.observation, config.actions))
+    names = observation_names(sockets, config.objective, resolve_observation(config.observation, config.layout))
     observation = gym.spaces.Box(-np.inf, np.inf, (len(names),), np.float32)
-    action = gym.spaces.Box(-1.0, 1.0, (action_count(config.actions, sockets),), np.float32)
+    action = gym.spaces.Box(-1.0, 1.0, (action_count(config.layout, sockets),), np.float32)
     specs = SpecsOnly(observation, action)
-    if config.critic_forecasts is not None:  # the training twin's critic input too (EnvConfig requires the twin)
+    if (
+        config.training.critic_forecasts is not None
+    ):  # the training twin's critic input too (EnvConfig requires the twin)
         observation_spec = specs.observation_spec.clone()  # (an env's own spec is locked)
         observation_spec[HINDSIGHT] = Unbounded(shape=(len(hindsight_names(names)),), dtype=torch.float32)
         specs.observation_spec = observation_spec
@@ -327,23 +168,21 @@ def env_specs(config: EnvConfig) -> EnvBase:
 
 def training_years(config: EnvConfig) -> list[Any]:
     """The built series of ``config.train_site_seeds``' years (none: the twin trains on ``config.site``)."""
-    if not config.train_site_seeds:
+    if not config.training.train_site_seeds:
         return []
-    return site_years(config.site, config.train_site_seeds, Path(config.data_root))
+    return site_years(config.site, config.training.train_site_seeds, Path(config.data_root))
 
 
-def site_env_options(config: EnvConfig, *, evaluation: bool = False) -> dict[str, Any]:
-    """The control-problem options both Iquitos simulators take (action layout, EV guarantee, objective...);
-    ``evaluation`` leaves the training aid out (the stored-energy shaping), so evaluations score the objective."""
+def site_env_options(config: EnvConfig) -> dict[str, Any]:
+    """The problem's options both Iquitos simulators take (action layout, EV guarantee, objective...): what an
+    evaluation env gets; the training twin adds the training aids (:func:`twin_options`)."""
     return {
-        "action_layout": config.actions,
+        "layout": config.layout,
         "idle_band": config.idle_band,
         "ev_guarantee": config.ev_guarantee,
         "observation": config.observation,
         "objective": config.objective,
         "demand_period": config.demand_period,
-        "stored_energy_value": 0.0 if evaluation else config.stored_energy_value,
-        "shaping_gamma": config.shaping_gamma,
         "forecasts": config.forecasts,
     }
 
@@ -351,7 +190,7 @@ def site_env_options(config: EnvConfig, *, evaluation: bool = False) -> dict[str
 def worker_env_makers(config: EnvConfig) -> list[Callable[[], EnvBase]]:
     """One picklable env maker per collection worker (``num_workers`` of them): worker ``w`` trains on the
     seed stream ``seed + w * WORKER_SEED_STRIDE``; the twin backend is one batched env."""
-    seeds = [config.seed + worker * WORKER_SEED_STRIDE for worker in range(config.num_workers)]
+    seeds = [config.seed + worker * WORKER_SEED_STRIDE for worker in range(config.backend.num_workers)]
     return [partial(_make_worker_env, config, seed) for seed in seeds]
 
 
@@ -371,7 +210,7 @@ def _make_worker_env(config: EnvConfig, base_seed: int) -> EnvBase:
             signal.signal(signum, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, WORKER_IGNORED_SIGNALS)
     torch.manual_seed(base_seed)
-    if config.name == IQUITOS and config.backend == TWIN:
+    if config.on_twin:
         return make_env(config)
     return _make_single_env(config, base_seed)
 
@@ -402,14 +241,16 @@ def twin_options(config: EnvConfig) -> dict[str, Any]:
     envs, layout, objective, observation, starts and years."""
     return {
         "data_root": Path(config.data_root),
-        "num_envs": config.num_envs,
-        "compile_physics": config.compile_twin,
-        "start": config.start,
-        "episode_hours": config.episode_hours,
-        "start_peak": config.start_peak,
+        "num_envs": config.backend.num_envs,
+        "compile_physics": config.backend.compile,
+        "start": config.training.start,
+        "episode_hours": config.training.episode_hours,
+        "start_peak": config.training.start_peak,
         "seed": config.seed,
         "years": training_years(config),
-        "reward_baseline": config.reward_baseline,
+        "reward_baseline": config.training.reward_baseline,
+        "stored_energy_value": config.training.stored_energy_value,
+        "shaping_gamma": config.training.shaping_gamma,
         **site_env_options(config),
     }
 

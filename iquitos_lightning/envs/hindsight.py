@@ -7,8 +7,8 @@ forecasts cannot, so the actor learns from less noisy values; the actor still ac
 (``env.forecasts``, past-days forecasts by default). The values of a tomorrow the actor cannot see do not bias its
 gradient: the coming weather does not depend on the action taken now.
 
-``env.critic_forecasts: oracle`` makes the training twin add :data:`HINDSIGHT` next to ``observation``: the true PV
-and mall load of each of the coming 24 hours, scaled as the observation scales them; first the observation's own
+``env.training.critic_forecasts: oracle`` makes the training twin add :data:`HINDSIGHT` next to ``observation``: the
+true PV and mall load of each of the coming 24 hours, scaled as the observation scales them; first the observation's own
 forecast columns in its order, then the hours it does not list (:func:`hindsight_names`). The agents' critics read it
 when the env has it (agents/networks.py); evaluation envs never carry it, and the actor never reads it.
 
@@ -29,7 +29,10 @@ from iquitos_lightning.site.forecasts import ORACLE, forecast_table
 from iquitos_lightning.site.series import SiteSeries
 
 HINDSIGHT = "hindsight"  # the tensordict key the training twin writes and critics read
-CRITIC_FORECASTS = (None, ORACLE)  # env.critic_forecasts: None (the critic sees what the actor sees) or "oracle"
+CRITIC_FORECASTS = (
+    None,
+    ORACLE,
+)  # env.training.critic_forecasts: None (the critic sees what the actor sees) or "oracle"
 FORECAST_SERIES = ("pv", "mall")  # the series whose coming hours the forecasts decide
 FORECAST_PREFIXES = tuple(f"{name}_forecast_" for name in FORECAST_SERIES)
 
@@ -37,7 +40,7 @@ FORECAST_PREFIXES = tuple(f"{name}_forecast_" for name in FORECAST_SERIES)
 def check_critic_forecasts(critic_forecasts: str | None) -> str | None:
     """``critic_forecasts`` if it is one of :data:`CRITIC_FORECASTS`, else a ValueError naming them."""
     if critic_forecasts not in CRITIC_FORECASTS:
-        raise ValueError(f"env.critic_forecasts must be null or {ORACLE!r}, got {critic_forecasts!r}")
+        raise ValueError(f"env.training.critic_forecasts must be null or {ORACLE!r}, got {critic_forecasts!r}")
     return critic_forecasts
 
 

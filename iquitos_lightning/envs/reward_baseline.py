@@ -49,7 +49,7 @@ RULE_RESIDUAL_ACTION = (0.0, 0.0)  # the rule_residual layout's action that is t
 
 def check_reward_baseline(reward_baseline: str) -> str:
     if reward_baseline not in REWARD_BASELINES:
-        raise ValueError(f"env.reward_baseline must be one of {REWARD_BASELINES}, got {reward_baseline!r}")
+        raise ValueError(f"env.training.reward_baseline must be one of {REWARD_BASELINES}, got {reward_baseline!r}")
     return reward_baseline
 
 

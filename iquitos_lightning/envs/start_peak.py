@@ -33,7 +33,7 @@ START_PEAKS = (REFERENCE_PEAK, ZERO_PEAK)
 
 def check_start_peak(start_peak: str) -> str:
     if start_peak not in START_PEAKS:
-        raise ValueError(f"env.start_peak must be one of {START_PEAKS}, got {start_peak!r}")
+        raise ValueError(f"env.training.start_peak must be one of {START_PEAKS}, got {start_peak!r}")
     return start_peak
 
 

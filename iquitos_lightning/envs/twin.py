@@ -3,7 +3,7 @@
 Why: CityLearn is pure Python and costs about 0.35 ms per charger per step, so a year of the
 default site (128 sockets) takes minutes. Training can use this twin instead, and so can evaluation:
 :func:`~iquitos_lightning.envs.factory.make_env` with ``evaluation=True`` builds CityLearn unless
-``env.eval_backend`` is ``"twin"`` (then a one-env twin over the full year,
+``env.backend.evaluate`` is ``"twin"`` (then a one-env twin over the full year,
 :class:`~iquitos_lightning.envs.twin_gym.TwinGymEnv`, about 10x faster); ``tests/envs/test_twin.py`` proves the two
 equal step by step, so either backend gives the same evaluation.
 
@@ -130,7 +130,7 @@ class IquitosTwin(EnvBase):
         compile_physics: ``torch.compile`` the step's physics (:meth:`_simulate`) into fused kernels. It
             takes about a minute on first use (per batch size) and then runs 3-5x faster at small
             B; measured bit-equal to the eager step on the tiny site.
-        action_layout, ev_guarantee, objective, tariff_weights, observation, idle_band: as the CityLearn env's.
+        layout, ev_guarantee, objective, tariff_weights, observation, idle_band: as the CityLearn env's.
         start: where episodes start (:data:`START_SCHEDULES`; "zero" is CityLearn's episode).
         episode_hours: episodes end (truncated) after this many steps, or at the year's end (None: the year).
         seed: the "random" schedule's generator seed.
@@ -159,7 +159,7 @@ class IquitosTwin(EnvBase):
         device: str | torch.device = "cpu",
         record: bool = False,
         compile_physics: bool = False,
-        action_layout: str = PER_SOCKET,
+        layout: str = PER_SOCKET,
         ev_guarantee: bool = True,
         objective: str = objectives.THESIS,
         tariff_weights: objectives.TariffWeights | None = None,
@@ -192,13 +192,13 @@ class IquitosTwin(EnvBase):
         self.site_config: SiteConfig = series.config
         self.reward_weights = reward_weights or RewardWeights()
         self.reward_scales = RewardScales.for_series(series)
-        self.action_layout = action_layout
+        self.layout = layout
         self.idle_band = check_idle_band(idle_band)  # the self_consumption layouts: BESS actions within it of 0 idle
-        self.action_size = action_count(action_layout, series.config.ev.socket_count)
+        self.action_size = action_count(layout, series.config.ev.socket_count)
         self.ev_guarantee = ev_guarantee
         self.objective = objectives.check_objective(objective)
         self.demand_period = objectives.check_demand_period(demand_period)
-        self.observation = resolve_observation(observation, action_layout)  # "full" or "compact"
+        self.observation = resolve_observation(observation, layout)  # "full" or "compact"
         # tariff training aid (objectives.stored_energy_shaping): PEN per kWh in the BESS, and the agent's discount
         self.stored_energy_value = stored_energy_value
         self.shaping_gamma = shaping_gamma
@@ -366,7 +366,7 @@ class IquitosTwin(EnvBase):
             reference = IquitosTwin(
                 schema_path,
                 series,
-                action_layout=SHAVER_RESIDUAL,
+                layout=SHAVER_RESIDUAL,
                 ev_guarantee=self.ev_guarantee,
                 objective=objectives.TARIFF,
                 demand_period=self.demand_period,
@@ -394,7 +394,7 @@ class IquitosTwin(EnvBase):
                 schema_path,
                 series,
                 self.reward_weights,
-                action_layout=layout,
+                layout=layout,
                 ev_guarantee=self.ev_guarantee,
                 objective=self.objective,
                 tariff_weights=self.tariff.weights,
@@ -529,7 +529,7 @@ class IquitosTwin(EnvBase):
         hourly, hourly_f32 = self._hourly[row], self._hourly_f32[row]
         in_window = self._in_peak_window[row]
         action = applied_action(
-            self.action_layout,
+            self.layout,
             action,
             pv_kw=hourly[:, 0],
             mall_kw=hourly[:, 1],
@@ -543,7 +543,7 @@ class IquitosTwin(EnvBase):
         )
         bess_action, socket_kw = cap_import(
             action[:, 0],
-            socket_power(self.action_layout, action, bands),
+            socket_power(self.layout, action, bands),
             pv_kw=hourly[:, 0],
             mall_kw=hourly[:, 1],
             guaranteed_kw=bands.low,

@@ -1,10 +1,10 @@
-"""One twin env as a Gymnasium env: the evaluation env of ``env.eval_backend: twin``.
+"""One twin env as a Gymnasium env: the evaluation env of ``env.backend.evaluate: twin``.
 
 Why: a deterministic full-year evaluation of the 128-socket site takes about 5 minutes on CityLearn and
 about half a minute on the twin, which is bit-equal to it (tests/envs/test_twin.py: observations, rewards,
 flows and KPIs of the same policy closed loop on both). Evaluating on the twin at intervals during
 training is what makes learning curves affordable; the final numbers can still be checked on CityLearn
-(``test`` with ``--model.init_args.env.eval_backend citylearn``). The env runs the year from hour 0, as
+(``test`` with ``--model.init_args.env.backend.evaluate citylearn``). The env runs the year from hour 0, as
 CityLearn's episode does, and exposes ``flows``/``departures``/``site_config`` like the CityLearn env, so
 the evaluation KPIs are computed by the same code.
 """

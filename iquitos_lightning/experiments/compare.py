@@ -12,7 +12,7 @@ How it runs:
   (:mod:`.launchers`: ``local`` threads here, or ``ray`` tasks on a cluster) only decides where that
   subprocess starts, so the table is the same whichever ran it;
 - its last evaluation (one deterministic episode of the full year, on CityLearn or, with the profile's
-  ``env.eval_backend: twin``, on the bit-equal twin) is its KPI row: the run report's ``kpis.json``.
+  ``env.backend.evaluate: twin``, on the bit-equal twin) is its KPI row: the run report's ``kpis.json``.
   Validation runs ``--evaluations`` times, evenly spaced, the last at the end of the budget: the learning
   curves of the comparison (``report/evaluations.csv`` of each run);
 - resumable: a run whose report shows the budget done is kept and skipped; an interrupted one
@@ -84,8 +84,8 @@ def algorithm_of(entry: str) -> str:
 def split_entry(entry: str) -> tuple[str, str | None]:
     """An ``--agents`` entry as (profile entry, variant): ``sac_fleet+oracle`` is ``sac_fleet``'s profile trained
     and evaluated with ``env.forecasts=oracle`` (its own row: what perfect forecasts are worth); ``sac_fleet+hindsight``
-    the same profile with ``env.critic_forecasts=oracle`` (its critic also sees the true coming hours in training;
-    the actor, the deployed policy, still the profile's forecasts: envs/hindsight.py)."""
+    the same profile with ``env.training.critic_forecasts=oracle`` (its critic also sees the true coming hours in
+    training; the actor, the deployed policy, still the profile's forecasts: envs/hindsight.py)."""
     base, plus, variant = entry.partition("+")
     if plus and variant not in (*FORECASTS, HINDSIGHT_VARIANT):
         kinds = ", ".join((*FORECASTS, HINDSIGHT_VARIANT))
@@ -249,12 +249,12 @@ def plan_runs(
             )
             overrides += [f"--{key}={value}" for key, value in agent_overrides.items()]
             information = str(env_setting(path, agent_overrides, "forecasts", PAST_DAYS))
-            critic_sees = env_setting(path, agent_overrides, "critic_forecasts", None)
+            critic_sees = env_setting(path, agent_overrides, "training.critic_forecasts", None)
             if critic_sees not in (None, "null"):  # what its critic saw in training besides (envs/hindsight.py)
                 information += f" (critic in training: {critic_sees})"
-            years = env_setting(path, agent_overrides, "train_site_seeds", None)
+            years = env_setting(path, agent_overrides, "training.train_site_seeds", None)
             years = tuple(int(year) for year in yaml.safe_load(str(years))) if years not in (None, "null") else None
-            layout = str(env_setting(path, agent_overrides, "actions", "per_socket"))
+            layout = str(env_setting(path, agent_overrides, "layout", "per_socket"))
             prior = f"prior: {layout}" if layout in PRIOR_LAYOUTS else "scratch"
             selection = env_setting(path, agent_overrides, "validation_site_seed", None)
             selection = None if selection in (None, "null") else int(selection)
@@ -333,20 +333,25 @@ def run_overrides(site_path: Path, seed: int, budget: int, period: int, run_dir:
 
 
 FORECASTS_KEY = "model.init_args.env.forecasts"
-CRITIC_FORECASTS_KEY = "model.init_args.env.critic_forecasts"
+CRITIC_FORECASTS_KEY = "model.init_args.env.training.critic_forecasts"
 HINDSIGHT_VARIANT = "hindsight"  # ``--agents <entry>+hindsight``: the entry with its critic's hindsight (split_entry)
 # Action layouts that act around a hand-written controller (envs/actions.py): their rows say so in the table.
 PRIOR_LAYOUTS = (RULE_RESIDUAL, SHAVER_RESIDUAL)
 
 
 def env_setting(path: Path, overrides: dict[str, str], name: str, default: Any) -> Any:
-    """The profile's ``env.<name>`` as a run gets it: an override (``key`` or ``--key``) wins over the file."""
+    """The profile's ``env.<name>`` as a run gets it (``name`` dotted in a group: ``backend.evaluate``): an override
+    (``key`` or ``--key``) wins over the file."""
     key = f"model.init_args.env.{name}"
     for candidate in (key, f"--{key}"):
         if candidate in overrides:
             return overrides[candidate]
-    env = profile_yaml(path)["model"]["init_args"].get("env") or {}
-    return env.get(name, default)
+    value = profile_yaml(path)["model"]["init_args"].get("env") or {}
+    for part in name.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return default
+        value = value[part]
+    return value
 
 
 def profile_objective(path: Path, overrides: dict[str, str] | None = None) -> str:
@@ -355,8 +360,8 @@ def profile_objective(path: Path, overrides: dict[str, str] | None = None) -> st
 
 
 def profile_eval_backend(path: Path, overrides: dict[str, str]) -> str:
-    """The simulator a run's evaluations ran on (``env.eval_backend``: ``citylearn`` when unset)."""
-    return str(env_setting(path, overrides, "eval_backend", "citylearn"))
+    """The simulator a run's evaluations ran on (``env.backend.evaluate``: ``citylearn`` when unset)."""
+    return str(env_setting(path, overrides, "backend.evaluate", "citylearn"))
 
 
 def run_one(spec: RunSpec, threads: int) -> RunOutcome:

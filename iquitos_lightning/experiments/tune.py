@@ -393,7 +393,7 @@ def _final_evaluation(settings: TuneSettings, plan: Plan, best: Any, console: Co
         f"--trainer.logger.init_args.save_dir={folder.parent}",
         f"--trainer.logger.init_args.name={folder.name}",
         f"--checkpoint.dirpath={folder / 'checkpoints'}",
-        "--model.init_args.env.eval_backend=citylearn",
+        "--model.init_args.env.backend.evaluate=citylearn",
         "--trainer.enable_progress_bar=false",
         f"--ckpt_path={spec.last_checkpoint}",
     ]

@@ -16,7 +16,7 @@ from typing import Any
 import lightning.pytorch as pl
 
 from iquitos_lightning.agents import RLAgent
-from iquitos_lightning.envs.factory import BACKENDS, IQUITOS
+from iquitos_lightning.envs.env_config import BACKENDS, IQUITOS
 from iquitos_lightning.envs.objectives import TARIFF, THESIS
 from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.profile.devices import config_value
@@ -157,7 +157,7 @@ def print_test_figures(model: Any) -> None:
     row = model.test_kpi_row() if isinstance(model, RLAgent) else None
     if row is None:
         return
-    print(f"test on {model.env_config.eval_backend}: {final_figures(row)}", flush=True)
+    print(f"test on {model.env_config.backend.evaluate}: {final_figures(row)}", flush=True)
     env = model.env_config
     gap = gap_line(row, Path(env.site), env.objective, compute_missing=True) if env.name == IQUITOS else None
     if gap is not None:

@@ -11,6 +11,7 @@ import lightning.pytorch as pl
 import torch
 
 from iquitos_lightning.agents import SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
+from iquitos_lightning.envs.env_config import Backend
 from iquitos_lightning.training.callbacks.frame_checkpoint import FrameCheckpoint
 
 
@@ -99,7 +100,7 @@ POLICY_PARAMETERISATIONS = {
 }
 
 
-TINY_TWIN = EnvConfig(name="iquitos", site="configs/site/tiny.yaml", seed=0, backend="twin", num_envs=4)
+TINY_TWIN = EnvConfig(name="iquitos", site="configs/site/tiny.yaml", seed=0, backend=Backend(train="twin", num_envs=4))
 
 
 def moved_after_collecting(agent_class: Any, moved: Any, **agent_options: Any) -> tuple[Any, Any]:

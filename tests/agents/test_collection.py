@@ -15,6 +15,7 @@ from torch import nn
 
 from iquitos_lightning.agents import PPO, SAC, EnvConfig, RolloutConfig
 from iquitos_lightning.agents.collection import make_collector
+from iquitos_lightning.envs.env_config import Backend
 from iquitos_lightning.envs.factory import make_env, worker_env_makers
 from iquitos_lightning.errors import ConfigError
 from tests.agents.agents_testkit import BatchRecorder, cpu_trainer, small_sac
@@ -31,7 +32,7 @@ def _constant_policy(value: float) -> TensorDictModule:
 
 def _actions_per_rollout(overlap: bool, num_workers: int) -> list[float]:
     """Set the learner's bias to 0.1, 0.2, ... after each rollout, as training would; return each rollout's action."""
-    config = EnvConfig(name="Pendulum-v1", max_episode_steps=20, num_workers=num_workers)
+    config = EnvConfig(name="Pendulum-v1", max_episode_steps=20, backend=Backend(num_workers=num_workers))
     policy = _constant_policy(0.1)
     collector = make_collector(config, make_env(config), policy, frames_per_batch=10 * num_workers, overlap=overlap)
     actions = []
@@ -57,7 +58,7 @@ def test_synchronous_workers_collect_with_the_latest_weights() -> None:
 def test_synchronous_workers_take_the_learners_weights_from_shared_memory() -> None:
     # The push before a rollout writes the workers' shared parameters in place (no queue round trip):
     # only true while TorchRL keeps the workers' policy copy in shared memory, which this checks.
-    config = EnvConfig(name="Pendulum-v1", max_episode_steps=20, num_workers=2)
+    config = EnvConfig(name="Pendulum-v1", max_episode_steps=20, backend=Backend(num_workers=2))
     policy = _constant_policy(0.1)
     collector = make_collector(config, make_env(config), policy, frames_per_batch=20, overlap=False)
     try:
@@ -104,7 +105,7 @@ def test_sac_with_overlap_trains_and_repeats_itself_exactly() -> None:
 def test_ppo_with_two_workers_learns_from_both_and_repeats_itself_exactly() -> None:
     def two_worker_ppo() -> PPO:
         return PPO(
-            env=EnvConfig(name="Pendulum-v1", seed=3, max_episode_steps=50, num_workers=2),
+            env=EnvConfig(name="Pendulum-v1", seed=3, max_episode_steps=50, backend=Backend(num_workers=2)),
             rollout=RolloutConfig(frame_budget=200, frames_per_batch=100, eval_every_frames=200, eval_episodes=0),
             hidden_sizes=(16, 16),
             minibatch_size=50,
@@ -129,7 +130,7 @@ def test_worker_envs_ignore_ctrl_c_and_sigterm_so_the_training_process_can_finis
     previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, list(previous))
     try:
-        env = worker_env_makers(EnvConfig(name="Pendulum-v1", num_workers=2))[1]()
+        env = worker_env_makers(EnvConfig(name="Pendulum-v1", backend=Backend(num_workers=2)))[1]()
         assert all(signal.getsignal(signum) is signal.SIG_IGN for signum in previous)
         assert not set(previous) & signal.pthread_sigmask(signal.SIG_BLOCK, [])  # unblocked once ignored
         assert env.rollout(3).numel() == 3

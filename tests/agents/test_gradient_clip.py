@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from iquitos_lightning.agents import A2C, PPO, EnvConfig, RolloutConfig
+from iquitos_lightning.envs.env_config import Backend
 from tests.agents.agents_testkit import cpu_trainer
 
 TINY = str(Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml")
@@ -21,7 +22,7 @@ def fitted_weights(agent_class, tmp_path: Path, share_norm: bool) -> tuple[dict[
     pl.seed_everything(0, verbose=False)
     extra = {"minibatch_size": 32, "epochs": 2} if agent_class is PPO else {}
     agent = agent_class(
-        env=EnvConfig(site=TINY, data_root=str(tmp_path / "data"), backend="twin", num_envs=4, seed=0),
+        env=EnvConfig(site=TINY, data_root=str(tmp_path / "data"), seed=0, backend=Backend(train="twin", num_envs=4)),
         rollout=RolloutConfig(frame_budget=192, frames_per_batch=64, eval_every_frames=192, eval_episodes=0),
         hidden_sizes=(16, 16),
         max_grad_norm=1e-3,  # every update clipped

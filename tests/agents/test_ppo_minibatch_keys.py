@@ -10,6 +10,7 @@ import torch
 from torchrl.envs import ExplorationType, set_exploration_type
 
 from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
+from iquitos_lightning.envs.env_config import Backend, TrainingAids
 
 TINY = str(Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml")
 
@@ -19,12 +20,10 @@ def tiny_ppo(tmp_path: Path) -> PPO:
         env=EnvConfig(
             site=TINY,
             data_root=str(tmp_path / "data"),
-            backend="twin",
-            num_envs=4,
-            actions="fleet",
+            layout="fleet",
             objective="tariff",
-            start="staggered",
-            episode_hours=8,
+            backend=Backend(train="twin", num_envs=4),
+            training=TrainingAids(start="staggered", episode_hours=8),
         ),
         rollout=RolloutConfig(frame_budget=64, frames_per_batch=64, eval_every_frames=64, eval_episodes=0),
         hidden_sizes=(16, 16),

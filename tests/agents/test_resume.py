@@ -12,6 +12,7 @@ from agents_testkit import BatchRecorder, StopAtFrames, cpu_trainer, frame_check
 from tensordict import TensorDict
 
 from iquitos_lightning.agents import PPO, SAC, EnvConfig, RLAgent, RolloutConfig
+from iquitos_lightning.envs.env_config import Backend
 
 LOSS_KEYS = ("train/loss_actor", "train/loss_qvalue", "train/loss_alpha", "train/alpha")
 
@@ -141,7 +142,9 @@ def _overlapping_sac(frame_budget: int) -> SAC:
 
 
 def _two_worker_sac(frame_budget: int) -> SAC:
-    return small_sac(frame_budget, env=EnvConfig(name="Pendulum-v1", seed=3, max_episode_steps=50, num_workers=2))
+    return small_sac(
+        frame_budget, env=EnvConfig(name="Pendulum-v1", seed=3, max_episode_steps=50, backend=Backend(num_workers=2))
+    )
 
 
 @pytest.mark.parametrize("make_sac", [_overlapping_sac, _two_worker_sac], ids=["overlap", "two_workers"])

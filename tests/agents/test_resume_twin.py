@@ -22,6 +22,7 @@ import yaml
 from agents_testkit import BatchRecorder, StopAtFrames, cpu_trainer, frame_checkpoint
 
 from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
+from iquitos_lightning.envs.env_config import Backend, TrainingAids
 from iquitos_lightning.envs.site_data import built_site
 
 REPO = Path(__file__).resolve().parents[2]
@@ -134,10 +135,8 @@ def _twin_ppo(data_root: Path, num_envs: int = 4) -> PPO:
         env=EnvConfig(
             site=str(TINY),
             data_root=str(data_root),
-            backend="twin",
-            num_envs=num_envs,
-            start="staggered",
-            episode_hours=24,
+            backend=Backend(train="twin", num_envs=num_envs),
+            training=TrainingAids(start="staggered", episode_hours=24),
         ),
         rollout=RolloutConfig(frame_budget=BUDGET, frames_per_batch=32, eval_every_frames=BUDGET, eval_episodes=0),
         hidden_sizes=(16, 16),

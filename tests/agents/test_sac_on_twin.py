@@ -8,6 +8,7 @@ import torch
 from agents_testkit import cpu_trainer
 
 from iquitos_lightning.agents import SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
+from iquitos_lightning.envs.env_config import Backend, TrainingAids
 from iquitos_lightning.envs.hindsight import HINDSIGHT
 
 TINY = str(Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml")
@@ -15,7 +16,7 @@ TINY = str(Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml
 
 def test_sac_on_a_batched_twin_stores_flat_transitions(tmp_path):
     agent = SAC(
-        env=EnvConfig(site=TINY, data_root=str(tmp_path / "data"), backend="twin", num_envs=4),
+        env=EnvConfig(site=TINY, data_root=str(tmp_path / "data"), backend=Backend(train="twin", num_envs=4)),
         rollout=RolloutConfig(frame_budget=64, frames_per_batch=32, eval_every_frames=64, eval_episodes=0),
         buffer=ReplayBufferConfig(capacity=1_000),
         hidden_sizes=(16, 16),
@@ -33,7 +34,12 @@ def test_sac_on_a_batched_twin_stores_flat_transitions(tmp_path):
 
 def residual_sac(tmp_path: Path, **overrides) -> SAC:
     return SAC(
-        env=EnvConfig(site=TINY, data_root=str(tmp_path / "data"), backend="twin", num_envs=4, actions="rule_residual"),
+        env=EnvConfig(
+            site=TINY,
+            data_root=str(tmp_path / "data"),
+            layout="rule_residual",
+            backend=Backend(train="twin", num_envs=4),
+        ),
         rollout=RolloutConfig(frame_budget=64, frames_per_batch=32, eval_every_frames=64, eval_episodes=0),
         buffer=ReplayBufferConfig(capacity=1_000),
         hidden_sizes=(16, 16),
@@ -110,7 +116,10 @@ def test_storing_only_what_sac_reads_trains_the_weights_storing_everything_does(
         torch.manual_seed(0)
         agent = SAC(
             env=EnvConfig(
-                site=TINY, data_root=str(tmp_path / "data"), backend="twin", num_envs=4, critic_forecasts="oracle"
+                site=TINY,
+                data_root=str(tmp_path / "data"),
+                backend=Backend(train="twin", num_envs=4),
+                training=TrainingAids(critic_forecasts="oracle"),
             ),
             rollout=RolloutConfig(frame_budget=96, frames_per_batch=32, eval_every_frames=96, eval_episodes=0),
             buffer=ReplayBufferConfig(capacity=1_000),

@@ -8,10 +8,14 @@ import torch
 from torchrl.objectives.value import GAE
 
 from iquitos_lightning.agents import A2C, PPO, EnvConfig, RolloutConfig
+from iquitos_lightning.envs.env_config import Backend, TrainingAids
 
 # 6-hour episodes from staggered starts: the rollout crosses truncations, where GAE bootstraps from the next value.
 SITE = EnvConfig(
-    name="iquitos", site="configs/site/tiny.yaml", backend="twin", num_envs=4, start="staggered", episode_hours=6
+    name="iquitos",
+    site="configs/site/tiny.yaml",
+    backend=Backend(train="twin", num_envs=4),
+    training=TrainingAids(start="staggered", episode_hours=6),
 )
 ROLLOUT = RolloutConfig(frames_per_batch=64, eval_every_frames=64)
 

@@ -45,7 +45,7 @@ def twin(data_root: Path) -> IquitosTwin:
         TINY,
         data_root=data_root,
         num_envs=4,
-        action_layout="fleet",
+        layout="fleet",
         objective="tariff",
         start="staggered",
         episode_hours=24,

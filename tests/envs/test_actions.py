@@ -113,7 +113,7 @@ def test_action_count_per_layout_and_an_unknown_layout_is_refused() -> None:
     assert [action_count(layout, 4) for layout in LAYOUTS] == [5, 2, 2, 4, 2]
     assert action_count(PER_SOCKET, 1) == 2
     assert action_count("".join(["per_", "socket"]), 4) == 5  # a layout read from a config: an equal, other str
-    with pytest.raises(ValueError, match="env.actions must be one of .*'per_sockets'"):
+    with pytest.raises(ValueError, match="env.layout must be one of .*'per_sockets'"):
         action_count("per_sockets", 4)
 
 

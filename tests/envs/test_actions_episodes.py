@@ -37,7 +37,7 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_random_policy_leaves_no_avoidable_ev_energy_unmet_in_citylearn_and_the_twin(
     data_root: Path, layout: str
 ) -> None:
-    env = make_iquitos_env(TINY, data_root=data_root, action_layout=layout)
+    env = make_iquitos_env(TINY, data_root=data_root, layout=layout)
     unavoidable = unavoidable_unmet_kwh(env.series)
     rng = np.random.default_rng(5)
     actions = rng.uniform(-1, 1, (env.hours, env.action_space.shape[0])).astype(np.float32)
@@ -48,13 +48,13 @@ def test_a_random_policy_leaves_no_avoidable_ev_energy_unmet_in_citylearn_and_th
     assert kpis["ev_energy_served_kwh"] > 0 and kpis["ev_departures"] > 10
     assert kpis["ev_unmet_kwh"] == pytest.approx(unavoidable, abs=UNMET_TOLERANCE_KWH)
 
-    twin = make_twin(TINY, data_root=data_root, action_layout=layout, record=True, num_envs=2)
+    twin = make_twin(TINY, data_root=data_root, layout=layout, record=True, num_envs=2)
     both = np.stack([actions, rng.uniform(-1, 1, actions.shape).astype(np.float32)])
     for run in twin_trajectories(twin, both):
         assert run.kpis["ev_unmet_kwh"] == pytest.approx(unavoidable, abs=UNMET_TOLERANCE_KWH)
 
     # Without the guarantee the same random policy leaves EVs short: the test can fail.
-    unguarded = make_iquitos_env(TINY, data_root=data_root, action_layout=layout, ev_guarantee=False)
+    unguarded = make_iquitos_env(TINY, data_root=data_root, layout=layout, ev_guarantee=False)
     unguarded.reset()
     for action in -np.abs(actions):
         unguarded.step(action)
@@ -82,7 +82,7 @@ def test_an_untrained_agents_deterministic_policy_charges_half_way_not_zero(data
 
     # With the guarantee on (the default) the same policy serves every EV up to the unavoidable part.
     guarded = PPO(
-        env=EnvConfig(site=str(TINY), data_root=str(data_root), actions=FLEET),
+        env=EnvConfig(site=str(TINY), data_root=str(data_root), layout=FLEET),
         rollout=RolloutConfig(frames_per_batch=hours, eval_every_frames=hours),
         hidden_sizes=(32,),
     )

@@ -44,7 +44,7 @@ def test_the_compact_names_are_the_exogenous_columns_the_net_load_the_bess_the_p
 
 
 def test_the_fleet_sums_are_the_bands_of_the_plugged_evs_worked_by_hand(data_root: Path) -> None:
-    env = make_iquitos_env(TINY, data_root=data_root, action_layout="fleet", objective="tariff")
+    env = make_iquitos_env(TINY, data_root=data_root, layout="fleet", objective="tariff")
     assert env.observation == "compact"  # auto, for a fleet-level layout
     observation = run_to(env, HOUR, [0.0, 0.0])  # BESS idle (the evenings import: a peak to date), EVs half way
     state, config = env.state(), env.site_config
@@ -77,7 +77,7 @@ def test_the_fleet_sums_are_the_bands_of_the_plugged_evs_worked_by_hand(data_roo
 
 
 def test_without_the_guarantee_the_band_is_every_plugged_chargers_power(data_root: Path) -> None:
-    env = make_iquitos_env(TINY, data_root=data_root, action_layout="fleet", ev_guarantee=False)
+    env = make_iquitos_env(TINY, data_root=data_root, layout="fleet", ev_guarantee=False)
     observation = run_to(env, HOUR, [0.0, 0.0])
     value = dict(zip(env.observation_names, observation.tolist(), strict=True))
     assert value["ev_band_low"] == 0.0
@@ -86,7 +86,7 @@ def test_without_the_guarantee_the_band_is_every_plugged_chargers_power(data_roo
 
 def test_the_fleet_sums_follow_what_the_evs_were_given(data_root: Path) -> None:
     """Same hour, EVs held at their minimum or charged at full power: the need left differs, the rest does not."""
-    env = make_iquitos_env(TINY, data_root=data_root, action_layout="fleet")
+    env = make_iquitos_env(TINY, data_root=data_root, layout="fleet")
     names = env.observation_names
     minimum, full = run_to(env, HOUR, [0.0, -1.0]), run_to(env, HOUR, [0.0, 1.0])
     fleet = slice(names.index("plugged_fraction"), None)
@@ -97,8 +97,8 @@ def test_the_fleet_sums_follow_what_the_evs_were_given(data_root: Path) -> None:
 def test_compact_keeps_every_column_of_the_full_vector_but_the_constant_and_the_sockets(data_root: Path) -> None:
     """``full`` with a fleet layout is the vector every layout showed before ``compact``: the per-socket one's."""
     options = {"data_root": data_root, "objective": "tariff"}
-    compact = make_iquitos_env(TINY, action_layout="fleet", **options)
-    full = make_iquitos_env(TINY, action_layout="fleet", observation="full", **options)
+    compact = make_iquitos_env(TINY, layout="fleet", **options)
+    full = make_iquitos_env(TINY, layout="fleet", observation="full", **options)
     per_socket = make_iquitos_env(TINY, **options)
     assert per_socket.observation == "full" and full.observation == "full"
     assert full.observation_names == per_socket.observation_names
@@ -114,8 +114,8 @@ def test_compact_keeps_every_column_of_the_full_vector_but_the_constant_and_the_
 
 def test_bad_observation_settings_are_one_line_errors(data_root: Path) -> None:
     with pytest.raises(ValueError, match=r"^env.observation must be one of \('auto', 'full', 'compact'\), got 'x'$"):
-        make_iquitos_env(TINY, data_root=data_root, action_layout="fleet", observation="x")
-    env = make_iquitos_env(TINY, data_root=data_root, action_layout="fleet")
+        make_iquitos_env(TINY, data_root=data_root, layout="fleet", observation="x")
+    env = make_iquitos_env(TINY, data_root=data_root, layout="fleet")
     with pytest.raises(ValueError, match="the 'compact' observation has no per-socket features"):
         _ = env.tables.socket_offset
     hand_bands = SocketBands(low=np.zeros(2), high=np.ones(2), laxity_h=np.ones(2))  # no need_kwh

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from iquitos_lightning.envs.factory import EnvConfig, env_specs, make_env
+from iquitos_lightning.envs.env_config import EnvConfig
+from iquitos_lightning.envs.factory import env_specs, make_env
 
 TINY = str(Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml")
 DEFAULT_SITE = str(Path(__file__).resolve().parents[2] / "configs" / "site" / "iquitos-2026.yaml")
@@ -17,7 +18,7 @@ DEFAULT_SITE = str(Path(__file__).resolve().parents[2] / "configs" / "site" / "i
 @pytest.mark.parametrize("actions", ["per_socket", "fleet"])
 @pytest.mark.parametrize("objective", ["thesis", "tariff"])
 def test_specs_without_a_site_build_match_the_built_env(actions: str, objective: str, observation: str) -> None:
-    config = EnvConfig(site=TINY, actions=actions, objective=objective, observation=observation)
+    config = EnvConfig(site=TINY, layout=actions, objective=objective, observation=observation)
     built, specs = make_env(config), env_specs(config)
     try:
         assert specs.observation_spec["observation"].shape == built.observation_spec["observation"].shape
@@ -39,7 +40,7 @@ def test_specs_without_a_site_build_match_the_built_env(actions: str, objective:
     ],
 )
 def test_auto_observation_width_on_the_default_site(actions: str, objective: str, width: int) -> None:
-    specs = env_specs(EnvConfig(site=DEFAULT_SITE, actions=actions, objective=objective))
+    specs = env_specs(EnvConfig(site=DEFAULT_SITE, layout=actions, objective=objective))
     try:
         assert specs.observation_spec["observation"].shape[-1] == width
     finally:
@@ -47,7 +48,7 @@ def test_auto_observation_width_on_the_default_site(actions: str, objective: str
 
 
 def test_an_explicit_full_observation_keeps_the_fleet_layouts_per_socket_block() -> None:
-    specs = env_specs(EnvConfig(site=DEFAULT_SITE, actions="fleet", objective="tariff", observation="full"))
+    specs = env_specs(EnvConfig(site=DEFAULT_SITE, layout="fleet", objective="tariff", observation="full"))
     try:
         assert specs.observation_spec["observation"].shape[-1] == 576
     finally:

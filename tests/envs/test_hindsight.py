@@ -10,6 +10,7 @@ import torch
 
 from iquitos_lightning.agents import PPO, SAC, EnvConfig, RolloutConfig
 from iquitos_lightning.agents.replay import ReplayBufferConfig
+from iquitos_lightning.envs.env_config import Backend, TrainingAids
 from iquitos_lightning.envs.factory import env_specs
 from iquitos_lightning.envs.hindsight import HINDSIGHT, forecast_columns, hindsight_names
 from iquitos_lightning.envs.training_twin import make_torchrl_twin
@@ -37,7 +38,14 @@ def test_hindsight_is_the_true_coming_day_and_the_observation_keeps_past_days(da
     assert names[: len(listed)] == [training.tables.observation_names[index] for index in listed]
     assert len(listed) == (48 if objective == "tariff" else 6)
     assert training.observation_spec[HINDSIGHT].shape[-1] == len(names) == 48  # 24 hours each of PV and mall
-    sizing = env_specs(EnvConfig(site=TINY, backend="twin", objective=objective, critic_forecasts="oracle"))
+    sizing = env_specs(
+        EnvConfig(
+            site=TINY,
+            objective=objective,
+            backend=Backend(train="twin"),
+            training=TrainingAids(critic_forecasts="oracle"),
+        )
+    )
     assert sizing.observation_spec[HINDSIGHT].shape[-1] == 48  # sizing sees the same width, nothing built
     columns = [oracle.tables.observation_names.index(name) for name in names]
     steps = 25  # two and a half 10-h episodes per env
@@ -61,7 +69,12 @@ def test_hindsight_is_the_true_coming_day_and_the_observation_keeps_past_days(da
 
 
 def test_the_critics_read_the_hindsight_and_the_actor_does_not(data_root):
-    site = EnvConfig(site=TINY, data_root=str(data_root), backend="twin", num_envs=2, critic_forecasts="oracle")
+    site = EnvConfig(
+        site=TINY,
+        data_root=str(data_root),
+        backend=Backend(train="twin", num_envs=2),
+        training=TrainingAids(critic_forecasts="oracle"),
+    )
     rollout = RolloutConfig(frames_per_batch=32, eval_every_frames=32)
     sac = SAC(env=site, rollout=rollout, buffer=ReplayBufferConfig(capacity=100), hidden_sizes=(8,), batch_size=8)
     ppo = PPO(env=site, rollout=rollout, hidden_sizes=(8,), minibatch_size=16)
@@ -69,7 +82,7 @@ def test_the_critics_read_the_hindsight_and_the_actor_does_not(data_root):
     assert list(ppo.critic.in_keys) == ["observation", HINDSIGHT]
     for agent in (sac, ppo):
         assert HINDSIGHT not in agent.actor.in_keys
-    plain_site = EnvConfig(site=TINY, data_root=str(data_root), backend="twin", num_envs=2)
+    plain_site = EnvConfig(site=TINY, data_root=str(data_root), backend=Backend(train="twin", num_envs=2))
     plain = PPO(env=plain_site, rollout=rollout, hidden_sizes=(8,), minibatch_size=16)
     assert list(plain.critic.in_keys) == ["observation"]
     assert HINDSIGHT in env_specs(site).observation_spec.keys()  # a run's memory is sized with it
@@ -77,6 +90,6 @@ def test_the_critics_read_the_hindsight_and_the_actor_does_not(data_root):
 
 def test_critic_forecasts_are_refused_where_no_twin_trains():
     with pytest.raises(ValueError, match="critic_forecasts"):
-        EnvConfig(site=TINY, backend="citylearn", critic_forecasts="oracle")
+        EnvConfig(site=TINY, backend=Backend(train="citylearn"), training=TrainingAids(critic_forecasts="oracle"))
     with pytest.raises(ValueError, match="must be null or 'oracle'"):
-        EnvConfig(site=TINY, backend="twin", critic_forecasts="past_days")
+        EnvConfig(site=TINY, backend=Backend(train="twin"), training=TrainingAids(critic_forecasts="past_days"))

@@ -73,7 +73,7 @@ def test_numpy_and_torch_curtail_alike_keeping_the_guarantee_and_every_discharge
 def test_the_twin_equals_citylearn_under_the_limit_and_no_hour_imports_above_it(
     limited_site: Path, data_root: Path, layout: str
 ) -> None:
-    options = {"action_layout": layout, "objective": TARIFF}
+    options = {"layout": layout, "objective": TARIFF}
     env: IquitosEnv = make_iquitos_env(limited_site, data_root=data_root, **options)
     free = make_iquitos_env(TINY, data_root=data_root, **options)
     count = env.action_space.shape[0]

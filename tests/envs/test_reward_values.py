@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 import torch
 
-from iquitos_lightning.envs.factory import EnvConfig, site_env_options
+from iquitos_lightning.envs.env_config import Backend, EnvConfig, TrainingAids
+from iquitos_lightning.envs.factory import site_env_options, twin_options
 from iquitos_lightning.envs.objectives import (
     DAY,
     MONTH,
@@ -158,9 +159,11 @@ def test_the_stored_energy_shaping_is_the_discounted_potentials_difference() -> 
     )
     assert total == pytest.approx(0.99**4 * 400 * 0.5 - 400 * 0.5)
     # Evaluations score the objective: the training aid stays out of every evaluation env's options.
-    config = EnvConfig(objective="thesis", stored_energy_value=0.62)
-    assert site_env_options(config)["stored_energy_value"] == 0.62
-    assert site_env_options(config, evaluation=True)["stored_energy_value"] == 0.0
+    config = EnvConfig(
+        objective="thesis", backend=Backend(train="twin"), training=TrainingAids(stored_energy_value=0.62)
+    )
+    assert twin_options(config)["stored_energy_value"] == 0.62
+    assert "stored_energy_value" not in site_env_options(config)
 
 
 def test_tariff_settings_and_objective_names_are_checked() -> None:

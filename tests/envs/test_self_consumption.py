@@ -11,7 +11,7 @@ import torch
 from tensordict import TensorDict
 
 from iquitos_lightning.envs.actions import SELF_CONSUMPTION_WINDOW, SocketBands, fleet_power
-from iquitos_lightning.envs.factory import EnvConfig
+from iquitos_lightning.envs.env_config import EnvConfig
 from iquitos_lightning.envs.self_consumption import (
     check_idle_band,
     self_consumption_fleet_action,
@@ -78,7 +78,7 @@ def test_numpy_and_torch_give_the_same_bits() -> None:
 def test_minus_one_holds_the_exchange_at_zero_while_the_battery_can_and_zero_idles(tmp_path: Path) -> None:
     """On the tiny site: with -1 the grid neither imports nor exports in every hour the battery is inside its power
     and SOC window; with 0 the battery never moves."""
-    twin = make_twin(TINY, data_root=tmp_path, num_envs=2, record=True, action_layout=SELF_CONSUMPTION_WINDOW)
+    twin = make_twin(TINY, data_root=tmp_path, num_envs=2, record=True, layout=SELF_CONSUMPTION_WINDOW)
     action = torch.tensor([[-1.0, -1.0, -1.0, -1.0], [0.0, 0.0, 0.0, -1.0]], dtype=torch.float32)
     twin.reset()
     for _ in range(twin.hours):
@@ -131,8 +131,8 @@ def test_an_idle_band_outside_zero_to_one_is_refused(band: float) -> None:
 
 def test_an_idle_band_is_only_for_the_self_consumption_layout() -> None:
     with pytest.raises(ValueError, match="idle_band is for the self_consumption_window action layout, not 'fleet'"):
-        EnvConfig(name="iquitos", actions="fleet", idle_band=0.2)
-    assert EnvConfig(name="iquitos", actions=SELF_CONSUMPTION_WINDOW, idle_band=0.2).idle_band == 0.2
+        EnvConfig(name="iquitos", layout="fleet", idle_band=0.2)
+    assert EnvConfig(name="iquitos", layout=SELF_CONSUMPTION_WINDOW, idle_band=0.2).idle_band == 0.2
 
 
 @pytest.mark.parametrize(

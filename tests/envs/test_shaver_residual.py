@@ -139,8 +139,8 @@ def test_the_window_forecasts_are_the_later_hours_of_the_same_window(tmp_path: P
 def test_the_zero_action_holds_the_evening_import_below_the_uncontrolled_peaks(tmp_path: Path) -> None:
     """On the tiny site's twin, its week of the zero action (the shaver) against the BESS left idle in the
     ``fleet`` layout with EVs at their minimum: the window's monthly peaks fall, and outside it the BESS charges."""
-    shaver = make_twin(TINY, data_root=tmp_path, record=True, action_layout=SHAVER_RESIDUAL, objective="tariff")
-    idle = make_twin(TINY, data_root=tmp_path, record=True, action_layout="fleet", objective="tariff")
+    shaver = make_twin(TINY, data_root=tmp_path, record=True, layout=SHAVER_RESIDUAL, objective="tariff")
+    idle = make_twin(TINY, data_root=tmp_path, record=True, layout="fleet", objective="tariff")
     hours = shaver.hours
     for env, action in ((shaver, [0.0, 0.0]), (idle, [0.0, -1.0])):
         env.reset()

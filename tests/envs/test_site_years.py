@@ -16,7 +16,8 @@ import torch
 from tensordict import TensorDict
 
 from iquitos_lightning.envs.actions import FLEET, PER_SOCKET, SHAVER_RESIDUAL
-from iquitos_lightning.envs.factory import EnvConfig, make_env
+from iquitos_lightning.envs.env_config import Backend, EnvConfig, TrainingAids
+from iquitos_lightning.envs.factory import make_env
 from iquitos_lightning.envs.site_data import built_site, site_year, site_years
 from iquitos_lightning.envs.twin import IquitosTwin
 from iquitos_lightning.site.forecasts import forecast_table
@@ -73,7 +74,7 @@ def test_no_observation_before_hour_t_depends_on_the_series_after_t_unless_oracl
     changed = changed_after(build.series, CUT)
     seen = {}
     for forecasts in ("past_days", "oracle"):
-        options = {"action_layout": layout, "objective": objective, "forecasts": forecasts}
+        options = {"layout": layout, "objective": objective, "forecasts": forecasts}
         true = IquitosTwin(build.schema_path, build.series, **options)
         # the changed series as the only training year; the true series sets the scales (constants of the site)
         other = IquitosTwin(build.schema_path, build.series, years=[changed], **options)
@@ -86,7 +87,7 @@ def test_a_twin_of_several_years_runs_each_env_as_the_one_year_twin_of_its_year(
     build = built_site(TINY, data_root)
     years = site_years(TINY, [101, 102], data_root)
     assert site_year(TINY, 101).name == "tiny-seed101" and not np.array_equal(years[0].mall_kw, years[1].mall_kw)
-    options = {"action_layout": FLEET, "objective": "tariff", "start": "staggered", "episode_hours": 30}
+    options = {"layout": FLEET, "objective": "tariff", "start": "staggered", "episode_hours": 30}
     batch = IquitosTwin(build.schema_path, build.series, num_envs=4, years=years, **options)
     generator = torch.Generator().manual_seed(3)
     actions = torch.rand(40, 4, batch.action_size, generator=generator) * 2 - 1
@@ -113,13 +114,19 @@ def test_a_twin_of_several_years_runs_each_env_as_the_one_year_twin_of_its_year(
 
 def test_the_training_env_trains_on_the_listed_years_and_refuses_them_elsewhere(data_root: Path) -> None:
     config = EnvConfig(
-        site=str(TINY), data_root=str(data_root), backend="twin", num_envs=2, actions=FLEET, train_site_seeds=[101]
+        site=str(TINY),
+        data_root=str(data_root),
+        layout=FLEET,
+        backend=Backend(train="twin", num_envs=2),
+        training=TrainingAids(train_site_seeds=[101]),
     )
     env = make_env(config)
     assert [year.config.seed for year in env.years] == [101]
     assert env.series.config.seed == 7  # the site's own year sets the scales; evaluation runs it
     with pytest.raises(ValueError, match="train_site_seeds"):
-        EnvConfig(site=str(TINY), train_site_seeds=[101])  # CityLearn trains on the site's own year
+        EnvConfig(
+            site=str(TINY), training=TrainingAids(train_site_seeds=[101])
+        )  # CityLearn trains on the site's own year
     with pytest.raises(ValueError, match="record=True"):
         years = site_years(TINY, [101, 102], data_root)
         IquitosTwin(built_site(TINY, data_root).schema_path, env.series, years=years, record=True)
@@ -130,5 +137,17 @@ def test_training_on_the_reported_year_is_refused(data_root: Path) -> None:
     among other years, in one line that names it."""
     for years in ([7], [101, 7]):
         with pytest.raises(ValueError, match="train_site_seeds includes 7, the site's own year"):
-            EnvConfig(site=str(TINY), data_root=str(data_root), backend="twin", actions=FLEET, train_site_seeds=years)
-    EnvConfig(site=str(TINY), data_root=str(data_root), backend="twin", actions=FLEET, train_site_seeds=[101, 102])
+            EnvConfig(
+                site=str(TINY),
+                data_root=str(data_root),
+                layout=FLEET,
+                backend=Backend(train="twin"),
+                training=TrainingAids(train_site_seeds=years),
+            )
+    EnvConfig(
+        site=str(TINY),
+        data_root=str(data_root),
+        layout=FLEET,
+        backend=Backend(train="twin"),
+        training=TrainingAids(train_site_seeds=[101, 102]),
+    )

@@ -24,6 +24,7 @@ from iquitos_lightning.bench.equivalence import citylearn_trajectory, compare, t
 from iquitos_lightning.control.references import RuleBasedController, UncontrolledController
 from iquitos_lightning.envs.actions import RULE_RESIDUAL, SELF_CONSUMPTION_WINDOW, SHAVER_RESIDUAL
 from iquitos_lightning.envs.citylearn import IquitosEnv, make_iquitos_env
+from iquitos_lightning.envs.env_config import Backend
 from iquitos_lightning.envs.factory import make_env, site_env
 from iquitos_lightning.envs.twin import IquitosTwin
 from iquitos_lightning.metrics.kpis import compute_kpis
@@ -98,7 +99,7 @@ def test_twin_equals_citylearn_for_both_layouts_and_both_objectives(
 ) -> None:
     """The ``per_socket``/``thesis``/full triple is the test above; here the other layouts x objectives x
     observation layouts, bit-equal in the observation."""
-    options = {"action_layout": layout, "objective": objective, "observation": observation}
+    options = {"layout": layout, "objective": objective, "observation": observation}
     env = make_iquitos_env(TINY, data_root=data_root, **options)
     sources = {"random": random_source(3), "random_extremes": lambda o, s: np.sign(random_source(4)(o, s))}
     references = {}
@@ -175,23 +176,23 @@ def test_partial_reset_restarts_only_the_masked_envs(citylearn: IquitosEnv) -> N
 
 
 def test_make_env_trains_on_the_twin_and_always_evaluates_on_citylearn(data_root: Path) -> None:
-    config = EnvConfig(site=str(TINY), data_root=str(data_root), backend="twin", num_envs=3)
+    config = EnvConfig(site=str(TINY), data_root=str(data_root), backend=Backend(train="twin", num_envs=3))
     train = make_env(config)
     assert isinstance(train, IquitosTwin) and train.batch_size == torch.Size([3])
     rollout = train.rollout(5)
     assert rollout.shape == (3, 5) and ("next", "episode_reward") in rollout.keys(True)
     assert site_env(make_env(config, evaluation=True)) is not None  # CityLearn's IquitosEnv
     with pytest.raises(ValueError):
-        EnvConfig(backend="gpu")
+        EnvConfig(backend=Backend(train="gpu"))
     with pytest.raises(ValueError):
-        EnvConfig(num_envs=4)  # several envs need the twin
+        EnvConfig(backend=Backend(num_envs=4))  # several envs need the twin
 
 
 def test_ppo_trained_on_the_twin_scores_the_same_on_citylearn_and_on_the_twin(data_root: Path) -> None:
     hours = load_site_config(TINY).hours
     torch.manual_seed(0)
     agent = PPO(
-        env=EnvConfig(site=str(TINY), data_root=str(data_root), backend="twin", num_envs=8),
+        env=EnvConfig(site=str(TINY), data_root=str(data_root), backend=Backend(train="twin", num_envs=8)),
         rollout=RolloutConfig(
             frame_budget=8 * hours, frames_per_batch=8 * hours, eval_every_frames=8 * hours, eval_episodes=1
         ),
@@ -251,7 +252,7 @@ def test_sac_on_the_twin_stores_one_buffer_row_per_transition(data_root: Path) -
 
     torch.manual_seed(0)
     agent = SAC(
-        env=EnvConfig(site=str(TINY), data_root=str(data_root), backend="twin", num_envs=4),
+        env=EnvConfig(site=str(TINY), data_root=str(data_root), backend=Backend(train="twin", num_envs=4)),
         rollout=RolloutConfig(frame_budget=4 * 84, frames_per_batch=4 * 42, eval_every_frames=4 * 84, eval_episodes=0),
         buffer=ReplayBufferConfig(capacity=1_000),
         hidden_sizes=(16, 16),
@@ -287,7 +288,7 @@ def _episode_kpis(env, actions) -> tuple[dict[str, float], float]:
 def test_a_zero_residual_is_the_rule_based_controller(data_root: Path) -> None:
     rule_env = make_iquitos_env(TINY, data_root=data_root)
     reference = citylearn_trajectory(rule_env, controller_source(RuleBasedController(rule_env.site_config)))
-    residual_env = make_iquitos_env(TINY, data_root=data_root, action_layout=RULE_RESIDUAL)
+    residual_env = make_iquitos_env(TINY, data_root=data_root, layout=RULE_RESIDUAL)
     zero = np.zeros((residual_env.hours, 2))
     kpis, total = _episode_kpis(residual_env, zero)
     for name in ("grid_import_kwh", "co2_kg", "cost", "peak_import_kw", "ev_energy_served_kwh"):
@@ -311,7 +312,7 @@ def test_a_zero_residual_is_the_rule_based_controller(data_root: Path) -> None:
 )
 def test_the_twin_equals_citylearn_with_the_derived_layouts(data_root: Path, layout: str, objective: str) -> None:
     """The derived layouts turn the agent's action into a ``fleet`` one from the hour's state, in both simulators."""
-    env = make_iquitos_env(TINY, data_root=data_root, action_layout=layout, objective=objective)
+    env = make_iquitos_env(TINY, data_root=data_root, layout=layout, objective=objective)
     extremes, count = random_source(6), env.action_space.shape[0]  # 2 actions, 4 in the window layout
     sources = {
         "zero": lambda observation, state: np.zeros(count),
@@ -319,7 +320,7 @@ def test_the_twin_equals_citylearn_with_the_derived_layouts(data_root: Path, lay
         "extremes": lambda o, s: np.sign(extremes(o, s)[:count]),  # the maps' ends (-1, +1)
     }
     references = {name: citylearn_trajectory(env, source) for name, source in sources.items()}
-    twin = IquitosTwin(env.schema_path, env.series, num_envs=3, record=True, action_layout=layout, objective=objective)
+    twin = IquitosTwin(env.schema_path, env.series, num_envs=3, record=True, layout=layout, objective=objective)
     replays = twin_trajectories(twin, np.stack([run.actions for run in references.values()]))
     for (name, reference), replay in zip(references.items(), replays, strict=True):
         assert_equivalent(compare(reference, replay), f"{objective}/{name}")
@@ -329,7 +330,7 @@ def test_the_twin_equals_citylearn_with_the_derived_layouts(data_root: Path, lay
 def test_the_twin_equals_citylearn_with_an_idle_band(data_root: Path) -> None:
     """``self_consumption_window`` with ``idle_band``: both simulators idle the battery for the same small actions and
     stretch the rest alike; the band changes what random actions do (it is not a no-op)."""
-    options = {"action_layout": SELF_CONSUMPTION_WINDOW, "objective": "thesis"}
+    options = {"layout": SELF_CONSUMPTION_WINDOW, "objective": "thesis"}
     env = make_iquitos_env(TINY, data_root=data_root, idle_band=0.4, **options)
     draws = random_source(11)
     reference = citylearn_trajectory(env, lambda o, s: 0.6 * draws(o, s)[:4])
@@ -347,7 +348,7 @@ def test_the_twin_equals_citylearn_with_an_idle_band(data_root: Path) -> None:
 def test_the_twin_equals_citylearn_with_the_tariff_training_aids(data_root: Path) -> None:
     """``demand_period: day`` restarts the billed peak each midnight and ``stored_energy_value`` adds the same
     potential-based shaping in both simulators (rewards and observations)."""
-    options = {"action_layout": SELF_CONSUMPTION_WINDOW, "objective": "tariff", "demand_period": "day"}
+    options = {"layout": SELF_CONSUMPTION_WINDOW, "objective": "tariff", "demand_period": "day"}
     env, reference, replay, shaping = shaped_runs(data_root, options, value=0.4, seed=5)
     assert_equivalent(compare(reference, replay), "self_consumption_window/tariff/day/shaped")
     np.testing.assert_array_equal(reference.observations, replay.observations)
@@ -381,7 +382,7 @@ def potential_difference(env, run, value: float) -> np.ndarray:
 def test_the_twin_equals_citylearn_with_the_stored_energy_shaping_on_thesis(data_root: Path) -> None:
     """On ``thesis`` the shaping is the same potential's difference in the thesis reward's units (divided by the
     site's largest import: objectives.shaping_scale), in both simulators."""
-    options = {"action_layout": "self_consumption_window", "objective": "thesis"}
+    options = {"layout": "self_consumption_window", "objective": "thesis"}
     env, reference, replay, shaping = shaped_runs(data_root, options, value=0.62, seed=7)
     assert_equivalent(compare(reference, replay), "self_consumption_window/thesis/shaped")
     expected = potential_difference(env, replay, 0.62) / env.reward_scales.max_import_kw

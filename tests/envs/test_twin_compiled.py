@@ -25,7 +25,7 @@ def test_the_compiled_twin_gives_the_eager_twins_observations_and_rewards_bit_fo
 ) -> None:
     """Both observation layouts: ``full`` (per_socket) and ``compact`` (fleet, its band sums inside the step)."""
     citylearn = make_iquitos_env(TINY, data_root=tmp_path)
-    options = {"action_layout": layout, "objective": objective}
+    options = {"layout": layout, "objective": objective}
     twins = [
         IquitosTwin(citylearn.schema_path, citylearn.series, num_envs=3, compile_physics=compiled, **options)
         for compiled in (False, True)

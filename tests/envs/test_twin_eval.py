@@ -1,4 +1,4 @@
-"""Evaluation on the twin (``env.eval_backend: twin``) scores a policy exactly as evaluation on CityLearn does."""
+"""Evaluation on the twin (``env.backend.evaluate: twin``) scores a policy exactly as evaluation on CityLearn does."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import torch
 from torchrl.envs import ExplorationType, set_exploration_type
 
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor
-from iquitos_lightning.envs.factory import EnvConfig, make_env, site_env
+from iquitos_lightning.envs.env_config import Backend, EnvConfig
+from iquitos_lightning.envs.factory import make_env, site_env
 from iquitos_lightning.envs.objectives import tariff_bill
 from iquitos_lightning.envs.twin_gym import TwinGymEnv
 from iquitos_lightning.metrics.kpis import compute_kpis
@@ -24,8 +25,13 @@ def test_a_policy_evaluated_on_the_twin_gets_citylearns_return_and_kpis(tmp_path
     torch.manual_seed(3)
     actor = None
     for backend in ("citylearn", "twin"):
-        config = EnvConfig(site=str(TINY), data_root=str(tmp_path), actions=actions, objective=objective)
-        config.eval_backend = backend
+        config = EnvConfig(
+            site=str(TINY),
+            data_root=str(tmp_path),
+            layout=actions,
+            objective=objective,
+            backend=Backend(evaluate=backend),
+        )
         env = make_env(config, evaluation=True)
         if actor is None:  # one untrained policy (random weights, not zero actions) for both simulators
             actor = make_actor(env, (16, 16), "tanh")
@@ -46,5 +52,5 @@ def test_a_policy_evaluated_on_the_twin_gets_citylearns_return_and_kpis(tmp_path
 
 
 def test_the_evaluation_backend_is_checked() -> None:
-    with pytest.raises(ValueError, match="eval_backend"):
-        EnvConfig(eval_backend="gym")
+    with pytest.raises(ValueError, match="backend.evaluate must be one of"):
+        EnvConfig(backend=Backend(evaluate="gym"))

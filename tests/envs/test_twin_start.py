@@ -4,6 +4,7 @@ mid-episode (exact resume)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from pathlib import Path
 
@@ -13,7 +14,8 @@ import torch
 from tensordict import TensorDict
 
 from iquitos_lightning.envs.actions import socket_bands
-from iquitos_lightning.envs.factory import EnvConfig, make_env
+from iquitos_lightning.envs.env_config import Backend, EnvConfig, TrainingAids
+from iquitos_lightning.envs.factory import make_env
 from iquitos_lightning.envs.twin import make_twin
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml"  # 7 days: 168 hours
@@ -67,13 +69,13 @@ def test_the_default_twin_still_runs_citylearns_year_from_hour_zero(data_root: P
 
 
 def test_start_schedules_are_refused_off_the_twin() -> None:
-    with pytest.raises(ValueError, match="twin backend"):
-        EnvConfig(start="staggered")
+    with pytest.raises(ValueError, match="training.start: the twin's training aids need backend.train: twin"):
+        EnvConfig(training=TrainingAids(start="staggered"))
 
 
 def _reference_peak_at(data_root: Path, hours: list[int], demand_period: str = "month") -> list[float]:
     """The peak shaver's billed peak-to-date at the start of each of ``hours``: its zero action from hour 0."""
-    shaver = make_twin(TINY, data_root=data_root, action_layout="shaver_residual", objective="tariff",
+    shaver = make_twin(TINY, data_root=data_root, layout="shaver_residual", objective="tariff",
                        demand_period=demand_period)  # fmt: skip
     shaver.reset()
     peaks = {}
@@ -124,13 +126,18 @@ def test_start_peak_is_a_twin_training_matter_and_a_bad_value_is_refused(data_ro
     # From hour 0 the peak truly is 0: no reference is run (the twin stays CityLearn's episode, test_twin.py).
     assert make_twin(TINY, data_root=data_root, objective="tariff")._start_peaks is None
     assert make_twin(TINY, data_root=data_root, start="staggered")._start_peaks is None  # thesis: no peak
-    config = EnvConfig(site=str(TINY), data_root=str(data_root), backend="twin", num_envs=2, start="staggered",
-                       episode_hours=24, objective="tariff", start_peak="zero")  # fmt: skip
+    config = EnvConfig(
+        site=str(TINY),
+        data_root=str(data_root),
+        objective="tariff",
+        backend=Backend(train="twin", num_envs=2),
+        training=TrainingAids(start="staggered", episode_hours=24, start_peak="zero"),
+    )
     assert make_env(config)._start_peaks is None
-    config.start_peak = "reference"
+    config.training = dataclasses.replace(config.training, start_peak="reference")
     assert make_env(config)._start_peaks is not None
-    with pytest.raises(ValueError, match="env.start_peak must be one of .*'month'"):
-        EnvConfig(start_peak="month")
+    with pytest.raises(ValueError, match="env.training.start_peak must be one of .*'month'"):
+        EnvConfig(training=TrainingAids(start_peak="month"))
 
 
 def _saved_and_loaded(value: object) -> object:
@@ -161,14 +168,14 @@ def test_a_twin_given_its_saved_state_goes_on_mid_episode_as_the_original(
     resets it and then given the saved state, steps on exactly as the original, through resets (the schedule's
     next starts, the "random" generator), SOCs, peaks and the recorded flows."""
     options = {"num_envs": 3, "start": start, "episode_hours": 10, "seed": 5, "objective": "tariff", "record": True}
-    original = make_twin(TINY, data_root=data_root, action_layout=layout, **options)  # fleet: compact, carried bands
+    original = make_twin(TINY, data_root=data_root, layout=layout, **options)  # fleet: compact, carried bands
     actions = torch.rand(55, 3, original.action_size, generator=torch.Generator().manual_seed(0)) * 2 - 1
     _, carried = _steps(original, original.reset(), actions[:25])  # every env mid-way through its third episode
     assert not carried["done"].any() and (original._state.t - original._state.start).tolist() == [5, 5, 5]
     saved = _saved_and_loaded(original.resume_state())
     expected, _ = _steps(original, carried, actions[25:])
 
-    resumed = make_twin(TINY, data_root=data_root, action_layout=layout, **options)
+    resumed = make_twin(TINY, data_root=data_root, layout=layout, **options)
     resumed.reset()  # as a new collector does when it is built: moves the schedule on, which the load undoes
     resumed.load_resume_state(saved)
     assert resumed.resets_done == 3
@@ -179,7 +186,7 @@ def test_a_twin_given_its_saved_state_goes_on_mid_episode_as_the_original(
         pd.testing.assert_frame_equal(resumed.flows(env), original.flows(env))
         pd.testing.assert_frame_equal(resumed.departures(env), original.departures(env))
 
-    fresh = make_twin(TINY, data_root=data_root, action_layout=layout, **options)
+    fresh = make_twin(TINY, data_root=data_root, layout=layout, **options)
     fresh.reset()
     restarted, _ = _steps(fresh, carried, actions[25:])  # without the saved state: another run
     assert not torch.equal(restarted["next", "observation"], expected["next", "observation"])
@@ -205,7 +212,7 @@ def test_the_bands_a_compact_twin_carries_are_those_its_step_would_compute_throu
     """The compact observation computes the next hour's socket bands; the twin carries them into that step instead
     of computing them again. Bit for bit what the step computes from its state, resets included, so a twin that
     carries them steps exactly as one that recomputes them every step."""
-    options = {"num_envs": 4, "action_layout": "fleet", "objective": "tariff", "start": "staggered"}
+    options = {"num_envs": 4, "layout": "fleet", "objective": "tariff", "start": "staggered"}
     twins = [make_twin(TINY, data_root=data_root, episode_hours=30, **options) for _ in range(2)]
     carrying, recomputing = twins
     generator = torch.Generator().manual_seed(0)

@@ -21,7 +21,7 @@ TINY = REPO / "configs" / "site" / "tiny.yaml"
 
 
 def test_an_oracle_entry_is_the_profile_with_oracle_forecasts_and_rows_say_what_they_knew(tmp_path: Path) -> None:
-    years = "model.init_args.env.train_site_seeds=[30,31]"
+    years = "model.init_args.env.training.train_site_seeds=[30,31]"
     specs = plan_runs(TINY, ["ppo", "ppo+oracle"], 1, 100, "per_socket_cpu", tmp_path, [f"ppo+oracle:{years}"])
     plain, oracle = specs
     assert plain.profile_path == oracle.profile_path  # the same profile...
@@ -40,7 +40,7 @@ def test_an_oracle_entry_is_the_profile_with_oracle_forecasts_and_rows_say_what_
     markdown = comparison_markdown(table)
     assert "| starts from | knew ahead | trained on (site seeds) |" in markdown
     assert "| ppo+oracle (1 seeds) | scratch | oracle | 30, 31 |" in markdown
-    residual = plan_runs(TINY, ["sac"], 1, 100, "cpu", tmp_path, ["model.init_args.env.actions=shaver_residual"])
+    residual = plan_runs(TINY, ["sac"], 1, 100, "cpu", tmp_path, ["model.init_args.env.layout=shaver_residual"])
     assert residual[0].starts_from == "prior: shaver_residual"  # a row that starts from a hand-written controller
     assert residual[0].train_site_seeds == (2030, 2031, 2032, 2033)  # the card's SAC trains on other years
     with pytest.raises(CompareError, match="forecast kind"):
@@ -48,10 +48,10 @@ def test_an_oracle_entry_is_the_profile_with_oracle_forecasts_and_rows_say_what_
 
 
 def test_a_hindsight_entry_is_the_profile_whose_critic_saw_the_truth_and_its_row_says_so(tmp_path: Path) -> None:
-    twin = "model.init_args.env.backend=twin"
+    twin = "model.init_args.env.backend.train=twin"
     plain, hindsight = plan_runs(TINY, ["ppo", "ppo+hindsight"], 1, 100, "per_socket_cpu", tmp_path, [twin])
     assert plain.profile_path == hindsight.profile_path
-    assert "--model.init_args.env.critic_forecasts=oracle" in hindsight.overrides
+    assert "--model.init_args.env.training.critic_forecasts=oracle" in hindsight.overrides
     assert not any("env.forecasts=" in override for override in hindsight.overrides)  # the actor's forecasts stay
     assert (plain.forecasts, hindsight.forecasts) == ("past_days", "past_days (critic in training: oracle)")
     assert hindsight.run_dir.name == "ppo+hindsight-seed0"

@@ -32,9 +32,10 @@ def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
                               f"--trainer.logger.init_args.name={run.name}",
                               f"--checkpoint.dirpath={run / 'checkpoints'}",
                               "--tracking.wandb=false", "--model.init_args.rollout.frame_budget=336",
-                              "--model.init_args.rollout.eval_every_frames=56", "--model.init_args.env.backend=twin",
-                              "--model.init_args.env.num_envs=4", "--model.init_args.env.actions=fleet",
-                              "--model.init_args.env.objective=tariff", "--model.init_args.env.eval_backend=twin",
+                              "--model.init_args.rollout.eval_every_frames=56",
+                          "--model.init_args.env.backend.train=twin",
+                              "--model.init_args.env.backend.num_envs=4", "--model.init_args.env.layout=fleet",
+                              "--model.init_args.env.objective=tariff", "--model.init_args.env.backend.evaluate=twin",
                               "--model.init_args.env.validation_site_seed=8", "--final_test.backend=twin",
                               "--final_test.policy=best"])  # fmt: skip
     assert code == 0

@@ -31,7 +31,7 @@ params:
   model.init_args.residual_penalty: {type: float, low: 0.0, high: 10.0}
 """
 TINY_TRIAL = [
-    "model.init_args.env.num_envs=2", "model.init_args.env.episode_hours=168",
+    "model.init_args.env.backend.num_envs=2", "model.init_args.env.training.episode_hours=168",
     "model.init_args.rollout.frames_per_batch=56", "model.init_args.actor_delay_frames=1000000",
     "model.init_args.updates_per_frame=0.05", "model.init_args.hidden_sizes=[8,8]", "model.init_args.batch_size=16",
 ]  # fmt: skip

@@ -13,7 +13,8 @@ from torchrl.collectors import Collector
 
 from iquitos_lightning.agents.collection import make_collector
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor
-from iquitos_lightning.envs.factory import EnvConfig, make_env, resumes_anywhere
+from iquitos_lightning.envs.env_config import Backend, EnvConfig, TrainingAids
+from iquitos_lightning.envs.factory import make_env, resumes_anywhere
 from iquitos_lightning.fastpath.collector_carrier import carried_state, continue_from
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml"
@@ -23,8 +24,13 @@ TINY = Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml"
 def config(tmp_path_factory: pytest.TempPathFactory) -> EnvConfig:
     # 3 envs x 4 steps per rollout; 10-hour episodes from random hours: rollouts end mid-episode and cross resets
     data_root = tmp_path_factory.mktemp("data")
-    return EnvConfig(site=str(TINY), data_root=str(data_root), backend="twin", num_envs=3, start="random",
-                     episode_hours=10, seed=2)  # fmt: skip
+    return EnvConfig(
+        site=str(TINY),
+        data_root=str(data_root),
+        seed=2,
+        backend=Backend(train="twin", num_envs=3),
+        training=TrainingAids(start="random", episode_hours=10),
+    )
 
 
 def _collector(config: EnvConfig, policy):  # noqa: ANN001, ANN202 - the agents' collector of a new twin

@@ -20,6 +20,7 @@ from robust_testkit import load, pendulum_sac_args  # noqa: E402
 from iquitos_lightning.agents import A2C, EnvConfig, RolloutConfig  # noqa: E402
 from iquitos_lightning.agents.guards import NonFiniteTraining  # noqa: E402
 from iquitos_lightning.cli import run_lightning_cli  # noqa: E402
+from iquitos_lightning.envs.env_config import Backend
 from iquitos_lightning.envs.finite import FiniteValues, NonFiniteEnvValue  # noqa: E402
 from iquitos_lightning.training.checkpoint_io import SafeCheckpointIO  # noqa: E402
 
@@ -146,7 +147,7 @@ def test_a_non_finite_value_of_the_training_twin_stops_the_rollout_naming_it(twi
     from iquitos_lightning.envs.factory import make_env
     from iquitos_lightning.envs.site_tables import observation_names
 
-    env = make_env(EnvConfig(site=TINY, data_root=str(twin_data_root), backend="twin", num_envs=2))
+    env = make_env(EnvConfig(site=TINY, data_root=str(twin_data_root), backend=Backend(train="twin", num_envs=2)))
     twin = env
     assert env.rollout(5).numel() == 10  # clean data: five steps of two envs go through
     if broken == "observation":

@@ -40,7 +40,7 @@ def test_sigterm_to_the_process_group_saves_says_where_and_exits_143(tmp_path: P
     command = [sys.executable, "-m", "iquitos_lightning", "fit", "--config", "configs/smoke.yaml",
                f"--trainer.logger.init_args.save_dir={tmp_path}", f"--checkpoint.dirpath={checkpoints}",
                "--model.init_args.rollout.frame_budget=1000000", "--model.init_args.rollout.eval_episodes=0",
-               f"--model.init_args.env.num_workers={workers}", "--tracking.wandb=false"]  # fmt: skip
+               f"--model.init_args.env.backend.num_workers={workers}", "--tracking.wandb=false"]  # fmt: skip
     stderr_path = tmp_path / "stderr.txt"
     with stderr_path.open("w") as stderr, open(os.devnull, "w") as stdout:
         # A session of its own: the child leads a new process group, which the signal below goes to.

@@ -16,7 +16,7 @@ import torch
 from iquitos_lightning.agents import RLAgent
 from iquitos_lightning.cli import IquitosLightningCLI, run_lightning_cli
 from iquitos_lightning.control.baselines import REFERENCES_VERSION
-from iquitos_lightning.envs.factory import EnvConfig
+from iquitos_lightning.envs.env_config import EnvConfig, TrainingAids
 from iquitos_lightning.site.config import load_site_config
 from iquitos_lightning.training.final_evaluation import FinalTest, gap_line, run_final_test
 
@@ -25,11 +25,11 @@ TINY = REPO / "configs" / "site" / "tiny.yaml"  # site seed 7: the evaluation ye
 SELECTION_SEED = 8
 EVERY_56 = ["--model.init_args.rollout.frame_budget=336", "--model.init_args.rollout.eval_every_frames=56"]
 TWIN_FLEET = [
-    "--model.init_args.env.backend=twin",
-    "--model.init_args.env.num_envs=4",
-    "--model.init_args.env.actions=fleet",
+    "--model.init_args.env.backend.train=twin",
+    "--model.init_args.env.backend.num_envs=4",
+    "--model.init_args.env.layout=fleet",
     "--model.init_args.env.objective=tariff",
-    "--model.init_args.env.eval_backend=twin",
+    "--model.init_args.env.backend.evaluate=twin",
 ]
 
 
@@ -71,7 +71,7 @@ def test_a_fit_stopped_before_its_budget_is_not_tested(tmp_path):
                                     f"--trainer.logger.init_args.save_dir={tmp_path}", *TWIN_FLEET])  # fmt: skip
     assert cli.model.frames_done == 0 < cli.model.frame_budget
     assert not run_final_test(cli.trainer, cli.model, "citylearn")
-    assert cli.model.env_config.eval_backend == "twin" and not (tmp_path / "smoke" / "kpis.json").exists()
+    assert cli.model.env_config.backend.evaluate == "twin" and not (tmp_path / "smoke" / "kpis.json").exists()
 
 
 def test_an_unknown_backend_is_refused():
@@ -149,9 +149,9 @@ def test_without_a_selection_year_nothing_is_selected_training_is_the_same_and_b
 
 def test_a_selection_year_must_be_neither_trained_on_nor_the_reported_year():
     base = {"site": str(TINY), "backend": "twin", "eval_backend": "twin"}
-    EnvConfig(**base, validation_site_seed=SELECTION_SEED, train_site_seeds=[9, 10])
+    EnvConfig(**base, validation_site_seed=SELECTION_SEED, training=TrainingAids(train_site_seeds=[9, 10]))
     with pytest.raises(ValueError, match="also a training year"):
-        EnvConfig(**base, validation_site_seed=9, train_site_seeds=[9, 10])
+        EnvConfig(**base, validation_site_seed=9, training=TrainingAids(train_site_seeds=[9, 10]))
     with pytest.raises(ValueError, match="the site's own year"):
         EnvConfig(**base, validation_site_seed=7)
     with pytest.raises(ValueError, match="needs the Iquitos site"):

@@ -1,0 +1,254 @@
+"""The environment's options in three types: the problem, the backend that simulates it, the twin's training aids.
+
+Why three: an env option answers one of three questions, and mixing them in one flat list made every option look
+like it applied everywhere (it took eight "twin backend only" cross-checks to say otherwise):
+
+- :class:`EnvConfig` itself is **the problem**: which site or Gymnasium task, the action layout, the objective, what
+  the observation holds, the EV guarantee, the years evaluations report and select on. Every simulator of the site
+  poses the same problem, and an evaluation always scores it.
+- :class:`Backend` (``env.backend``) is **what simulates it**: CityLearn or the twin for training and for
+  evaluations, how many envs step at once and whether the twin's step is compiled. It changes speed, not results
+  (the twin is bit-equal to CityLearn).
+- :class:`TrainingAids` (``env.training``) are **the twin's training aids**: where and how long training episodes
+  run, the years they run on, the start peak, reward baseline, shaping and the critic's hindsight. They shape what
+  the agent learns from; evaluations never see them. Only the twin implements them, so they need
+  ``backend.train: twin``: the one check between the groups.
+
+Each option keeps its name from the YAML (``model.init_args.env.layout``) to the function that uses it
+(``layout`` in :func:`~iquitos_lightning.envs.env_action.applied_action`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from iquitos_lightning.envs.actions import LAYOUTS, SELF_CONSUMPTION_LAYOUTS
+from iquitos_lightning.envs.hindsight import check_critic_forecasts
+from iquitos_lightning.envs.objectives import DEMAND_PERIODS, OBJECTIVES
+from iquitos_lightning.envs.reward_baseline import NO_BASELINE, check_reward_baseline
+from iquitos_lightning.envs.self_consumption import check_idle_band
+from iquitos_lightning.envs.site_data import site_config_of
+from iquitos_lightning.envs.site_tables import AUTO, OBSERVATION_MODES
+from iquitos_lightning.envs.start_peak import check_start_peak
+from iquitos_lightning.errors import ConfigError
+from iquitos_lightning.site.forecasts import PAST_DAYS, check_forecasts
+
+IQUITOS = "iquitos"
+CITYLEARN = "citylearn"
+TWIN = "twin"
+BACKENDS = (CITYLEARN, TWIN)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """What simulates the problem (``env.backend``): speed, never results.
+
+    ``train``/``evaluate``: "citylearn" (the reference simulator) or "twin" (envs/twin.py: the same physics as a
+    batched torch program, bit-equal, ~300x faster in training and ~10x for a year's evaluation). A Gymnasium id
+    runs on itself whatever these say.
+    ``num_envs``: envs of the twin's batch; ``num_workers``: collection worker processes of CityLearn or a
+    Gymnasium env (agents/collection.py; the twin batches instead); ``compile``: torch.compile the twin's step
+    (~1 min to compile, then 3-5x faster at small batches).
+    """
+
+    train: str = CITYLEARN
+    evaluate: str = CITYLEARN
+    num_envs: int = 1
+    num_workers: int = 1
+    compile: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("train", "evaluate"):
+            if getattr(self, name) not in BACKENDS:
+                raise ValueError(f"backend.{name} must be one of {BACKENDS}, got {getattr(self, name)!r}")
+        if self.num_envs < 1:
+            raise ValueError(f"backend.num_envs must be >= 1, got {self.num_envs}")
+        if self.num_envs > 1 and self.train != TWIN:
+            raise ValueError("backend.num_envs > 1 is the twin's batch: set backend.train: twin")
+        if self.num_workers < 1:
+            raise ValueError(f"backend.num_workers must be >= 1, got {self.num_workers}")
+        if self.num_workers > 1 and self.train == TWIN:
+            raise ValueError(
+                "backend.num_workers > 1 is for CityLearn and Gymnasium envs: the twin batches with num_envs"
+            )
+        if self.compile and self.train != TWIN:
+            raise ValueError("backend.compile compiles the twin's step: set backend.train: twin")
+
+
+@dataclass(frozen=True)
+class TrainingAids:
+    """What the twin's training episodes add to the problem (``env.training``); evaluations never see any of it.
+
+    ``start``: where training episodes start: "zero", "staggered" (env b of B at hour b x 8760 / B) or "random";
+    ``episode_hours``: how long they run (None: to the year's end).
+    ``start_peak``: where a ``tariff`` episode that starts after hour 0 starts its month-to-date peak: "reference"
+    (the peak shaver's at that hour of the year, envs/start_peak.py) or "zero" (a fresh month).
+    ``train_site_seeds``: train on these years of the site profile (its seed replaced: mall noise, cloudiness and
+    EV sessions drawn afresh, built once each under ``data_root``); env b runs year b % len. None: the site itself.
+    ``reward_baseline``: "uncontrolled" or "rule": the reward minus that controller's at the same hour of the same
+    year (a fixed series: the best policy is unchanged, envs/reward_baseline.py); "none": the objective's reward.
+    ``critic_forecasts``: None (the critic sees what the actor sees) or "oracle" (also the coming hours' true PV
+    and mall load, envs/hindsight.py: an asymmetric actor-critic; the actor still acts on ``forecasts``).
+    ``stored_energy_value``: potential-based shaping with the stored energy valued at this much per kWh (PEN on
+    tariff; on thesis in the reward's units x the site's largest import, objectives.shaping_scale) discounted with
+    ``shaping_gamma`` (set it to the agent's gamma); 0: off.
+    """
+
+    start: str = "zero"
+    episode_hours: int | None = None
+    start_peak: str = "reference"
+    train_site_seeds: list[int] | None = None
+    reward_baseline: str = NO_BASELINE
+    critic_forecasts: str | None = None
+    stored_energy_value: float = 0.0
+    shaping_gamma: float = 0.99
+
+    def __post_init__(self) -> None:
+        if self.episode_hours is not None and self.episode_hours < 1:
+            raise ValueError(f"training.episode_hours must be >= 1 or null, got {self.episode_hours}")
+        check_start_peak(self.start_peak)
+        check_reward_baseline(self.reward_baseline)
+        check_critic_forecasts(self.critic_forecasts)
+        if self.train_site_seeds is not None and not self.train_site_seeds:
+            raise ValueError("training.train_site_seeds must list at least one seed (or be null: train on the site)")
+
+
+@dataclass
+class EnvConfig:
+    """Which environment to build: the problem, with its :class:`Backend` and the twin's :class:`TrainingAids`.
+
+    ``name`` is ``"iquitos"`` (the site described by ``site``) or any Gymnasium id such as ``"Pendulum-v1"``.
+    """
+
+    name: str = IQUITOS
+    site: str = "configs/site/iquitos-2026.yaml"  # site profile YAML, used when name == "iquitos"
+    data_root: str = "data"  # where the site's CityLearn dataset is built and cached
+    seed: int = 0  # training episode k is reset with seed + k
+    eval_seed: int = 10_000  # evaluation episode k is reset with eval_seed + k (same episodes every time)
+    max_episode_steps: int | None = None  # Gymnasium ids only: episode length (None: the id's own limit)
+    # Iquitos action layout (envs/actions.py): "per_socket" (1 + sockets), "fleet" (BESS, EV fleet),
+    # "self_consumption_window" (the share of the hour's surplus or load the BESS takes over, 0 idle: one share for
+    # surplus hours, one for the peak window, one for the others, then the EV fleet; the card's), "rule_residual"
+    # (fleet mapped around the rule-based controller's) or "shaver_residual" (fleet around a peak shaver's: charge
+    # outside the evening window, hold the import flat inside)
+    layout: str = "per_socket"
+    # self_consumption_window only: BESS actions within this of 0 idle, the rest of each half stretched back
+    # onto it, so idling is a range a wandering policy mean stays in, not a point (envs/self_consumption.py); 0: none
+    idle_band: float = 0.0
+    ev_guarantee: bool = True  # Iquitos: every EV gets at least the least-laxity minimum that serves it in time
+    # Iquitos observation layout (envs/site_tables.py): "full" (four columns per socket), "compact" (a few fleet sums
+    # instead, no constant column) or "auto": compact for every layout but per_socket, whose actions are per socket
+    observation: str = AUTO
+    objective: str = "thesis"  # Iquitos reward: "thesis" (the seed weights) or "tariff" (the bill, envs/objectives.py)
+    # tariff only: the period whose peak-window maximum the reward's demand charge bills: "month" (the bill) or
+    # "day" (a dense surrogate, the rate spread over the days; KPIs and the table still bill the month)
+    demand_period: str = "month"
+    # Iquitos: what the observation holds of the coming hours' PV and mall load, and what the priors plan with
+    # (site/forecasts.py): "past_days" (the same hours of the previous 3 days: what a site has) or "oracle" (the
+    # true series, as CityLearn's predictions: an upper bound for value-of-information rows)
+    forecasts: str = PAST_DAYS
+    # Iquitos: a third year of the site profile (its seed replaced, built like the training years) on which every
+    # evaluation during training also runs, logged as ``select/*``: what picks the policy a run reports (the
+    # evaluation with the best ``select/score`` is kept as ``best.ckpt``, ``final_test.policy: best``) without
+    # looking at the evaluation year itself. None: no selection year.
+    validation_site_seed: int | None = None
+    backend: Backend = field(default_factory=Backend)
+    training: TrainingAids = field(default_factory=TrainingAids)
+
+    def __post_init__(self) -> None:
+        """Builds the groups from dicts (a checkpoint's hparams) and checks every field; a bad value is a
+        :class:`ConfigError` (one line at the command line, not a trace through jsonargparse)."""
+        try:
+            if isinstance(self.backend, dict):
+                self.backend = Backend(**self.backend)
+            if isinstance(self.training, dict):
+                self.training = TrainingAids(**self.training)
+            self._check()
+        except ConfigError:
+            raise
+        except (ValueError, TypeError) as error:
+            raise ConfigError(f"model.init_args.env: {error}") from error
+
+    @property
+    def on_twin(self) -> bool:
+        """Whether training steps the twin (the Iquitos site with ``backend.train: twin``)."""
+        return self.name == IQUITOS and self.backend.train == TWIN
+
+    def _check(self) -> None:
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
+        if check_idle_band(self.idle_band) and self.layout not in SELF_CONSUMPTION_LAYOUTS:
+            raise ValueError(f"idle_band is for the self_consumption_window action layout, not {self.layout!r}")
+        if self.observation not in OBSERVATION_MODES:
+            raise ValueError(f"observation must be one of {OBSERVATION_MODES}, got {self.observation!r}")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+        if self.demand_period not in DEMAND_PERIODS:
+            raise ValueError(f"demand_period must be one of {DEMAND_PERIODS}, got {self.demand_period!r}")
+        check_forecasts(self.forecasts)
+        if self.backend.train == TWIN and self.name != IQUITOS:
+            raise ValueError(f"backend.train: twin simulates the Iquitos site, not {self.name!r}")
+        if self.training != TrainingAids() and not self.on_twin:
+            defaults = TrainingAids()
+            given = [f"training.{item.name}" for item in fields(TrainingAids)
+                     if getattr(self.training, item.name) != getattr(defaults, item.name)]  # fmt: skip
+            raise ValueError(
+                f"{', '.join(given)}: the twin's training aids need backend.train: twin on the Iquitos site"
+            )
+        if self.training.train_site_seeds is not None:
+            check_training_years(self)
+        if self.validation_site_seed is not None:
+            check_validation_year(self)
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any]) -> EnvConfig:
+        """An env config from a dict: nested (``backend``, ``training``) or the flat keys of checkpoints written
+        before the options had groups (``actions``, ``backend: twin``, ``num_envs``, ``start``...), so an earlier
+        run's checkpoint keeps its env when its hparams are read."""
+        problem = {item.name for item in fields(cls)} - {"backend", "training"}
+        backend_keys = {"eval_backend": "evaluate", "num_envs": "num_envs", "num_workers": "num_workers",
+                        "compile_twin": "compile"}  # fmt: skip
+        aid_keys = {item.name for item in fields(TrainingAids)}
+        config: dict[str, Any] = {}
+        backend = dict(values["backend"]) if isinstance(values.get("backend"), dict) else {}
+        training = dict(values["training"]) if isinstance(values.get("training"), dict) else {}
+        for key, value in values.items():
+            if key in problem:
+                config[key] = value
+            elif key == "actions":
+                config["layout"] = value
+            elif key == "backend" and isinstance(value, str):
+                backend["train"] = value
+            elif key in backend_keys:
+                backend[backend_keys[key]] = value
+            elif key in aid_keys:
+                training[key] = value
+        return cls(**config, backend=Backend(**backend), training=TrainingAids(**training))
+
+
+def check_training_years(config: EnvConfig) -> None:
+    """Training years must leave out the site's own year, the one evaluations and tables report: a run trained on
+    it would report a memorised year as if it were unseen (a policy closed 56 % on its training year and 19 % on
+    another year of the same profile)."""
+    reported = site_config_of(config.site).seed
+    if reported in (config.training.train_site_seeds or []):
+        raise ValueError(
+            f"training.train_site_seeds includes {reported}, the site's own year, the one evaluations report: "
+            "train on other seeds (the card's: 2030-2033)"
+        )
+
+
+def check_validation_year(config: EnvConfig) -> None:
+    """A selection year must be a year of the site that the run neither trains on nor reports."""
+    seed = config.validation_site_seed
+    if config.name != IQUITOS:
+        raise ValueError("validation_site_seed (a selection year) needs the Iquitos site")
+    if seed in (config.training.train_site_seeds or []):
+        raise ValueError(
+            f"validation_site_seed {seed} is also a training year (training.train_site_seeds): pick another"
+        )
+    if seed == site_config_of(config.site).seed:
+        raise ValueError(
+            f"validation_site_seed {seed} is the site's own year, the one evaluations report: pick another seed"
+        )
