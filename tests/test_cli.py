@@ -68,7 +68,7 @@ def test_model_is_chosen_by_name_and_every_value_is_overridable(capsys):
         (["--model.init_args.env.idle_band", "0.3"], "idle_band is for the self_consumption_window action layout"),
         (
             ["--model.init_args.env.backend.train", "twin", "--model.init_args.env.training.train_site_seeds", "[7]"],
-            "train_site_seeds includes 7, the site's own year, the one evaluations report",
+            "training.train_site_seeds includes 7, the site's own year, the one evaluations report",
         ),
     ],
 )

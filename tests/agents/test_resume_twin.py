@@ -54,10 +54,8 @@ def _config(root: Path, data_root: Path, *, kill_after: int | None = None) -> Pa
                     "site": str(TINY),
                     "data_root": str(data_root),
                     "seed": 0,
-                    "backend": "twin",
-                    "num_envs": 4,
-                    "start": "staggered",
-                    "episode_hours": 24,
+                    "backend": {"train": "twin", "num_envs": 4},
+                    "training": {"start": "staggered", "episode_hours": 24},
                 },
                 "rollout": {
                     "frame_budget": BUDGET,

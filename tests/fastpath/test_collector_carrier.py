@@ -3,6 +3,7 @@ state and carried state, collects exactly the rollouts the original collector wo
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from pathlib import Path
 
@@ -85,7 +86,7 @@ def test_a_new_collector_given_the_carried_state_collects_the_originals_next_rol
 def test_a_carried_state_of_another_batch_is_refused_before_anything_changes(config: EnvConfig) -> None:
     collector = _collector(config, None)
     saved = carried_state(collector)
-    smaller = EnvConfig(**{**vars(config), "num_envs": 2})
+    smaller = dataclasses.replace(config, backend=dataclasses.replace(config.backend, num_envs=2))
     other = _collector(smaller, None)
     before = other._carrier.clone()
     with pytest.raises(ValueError, match="not of this collector's batch"):

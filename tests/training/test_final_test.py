@@ -16,7 +16,7 @@ import torch
 from iquitos_lightning.agents import RLAgent
 from iquitos_lightning.cli import IquitosLightningCLI, run_lightning_cli
 from iquitos_lightning.control.baselines import REFERENCES_VERSION
-from iquitos_lightning.envs.env_config import EnvConfig, TrainingAids
+from iquitos_lightning.envs.env_config import Backend, EnvConfig, TrainingAids
 from iquitos_lightning.site.config import load_site_config
 from iquitos_lightning.training.final_evaluation import FinalTest, gap_line, run_final_test
 
@@ -148,7 +148,7 @@ def test_without_a_selection_year_nothing_is_selected_training_is_the_same_and_b
 
 
 def test_a_selection_year_must_be_neither_trained_on_nor_the_reported_year():
-    base = {"site": str(TINY), "backend": "twin", "eval_backend": "twin"}
+    base = {"site": str(TINY), "backend": Backend(train="twin", evaluate="twin")}
     EnvConfig(**base, validation_site_seed=SELECTION_SEED, training=TrainingAids(train_site_seeds=[9, 10]))
     with pytest.raises(ValueError, match="also a training year"):
         EnvConfig(**base, validation_site_seed=9, training=TrainingAids(train_site_seeds=[9, 10]))
