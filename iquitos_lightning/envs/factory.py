@@ -51,6 +51,7 @@ from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.envs.gym_env import FlatGymEnv, SpecsOnly, is_flat_box_env
 from iquitos_lightning.envs.hindsight import HINDSIGHT, check_critic_forecasts, hindsight_names
 from iquitos_lightning.envs.objectives import DEMAND_PERIODS, OBJECTIVES
+from iquitos_lightning.envs.reference_tables import NO_REFERENCES, ReferenceTables, missing_references
 from iquitos_lightning.envs.reward_baseline import NO_BASELINE, check_reward_baseline
 from iquitos_lightning.envs.self_consumption import check_idle_band
 from iquitos_lightning.envs.site_data import site_config_of, site_year, site_years
@@ -88,10 +89,12 @@ class EnvConfig:
     num_workers: int = 1  # collection worker processes (agents/collection.py); frames_per_batch must divide by it
     # Iquitos action layout (envs/actions.py): "per_socket" (1 + sockets), "fleet" (BESS, EV fleet),
     # "self_consumption_window" (the share of the hour's surplus or load the BESS takes over, 0 idle: one share for
-    # surplus hours, one for the peak window, one for the others, then the EV fleet; the card's), "rule_residual"
-    # (fleet mapped around the rule-based controller's) or "shaver_residual" (fleet around a peak shaver's: charge
-    # outside the evening window, hold the import flat inside)
+    # surplus hours, one for the peak window, one for the others, then the EV fleet; the card's)
     actions: str = "per_socket"
+    # Iquitos: the controller of control/ a residual agent acts around (control/residual.py: the agent's action mapped
+    # around the controller's, 0 is the controller): "rule" (the rule-based controller) or "shaver" (the peak shaver),
+    # both in the "fleet" layout; None: the agent acts alone. Built above the env by agents/site_envs.py.
+    residual: str | None = None
     # self_consumption_window only: BESS actions within this of 0 idle, the rest of each half stretched back
     # onto it, so idling is a range a wandering policy mean stays in, not a point (envs/self_consumption.py); 0: none
     idle_band: float = 0.0
@@ -114,7 +117,8 @@ class EnvConfig:
     start: str = "zero"
     episode_hours: int | None = None
     # Twin training with the tariff objective and start != "zero": where an episode's month-to-date peak starts,
-    # "reference" (the peak shaver's at that hour of the year, envs/start_peak.py) or "zero" (a fresh month)
+    # "reference" (the peak shaver's at that hour of the year, envs/start_peak.py, run by control/reference_tables.py)
+    # or "zero" (a fresh month)
     start_peak: str = "reference"
     # Iquitos evaluation env (validate, test): "citylearn" (default) or "twin", bit-equal and ~10x faster for a year
     # of the default site (envs/twin_gym.py): what makes evaluation at intervals during training affordable.
@@ -162,6 +166,8 @@ class EnvConfig:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
         check_start_peak(self.start_peak)
+        if self.residual is not None and self.name != IQUITOS:
+            raise ValueError("residual (a controller under the agent's action) needs the Iquitos site")
         check_forecasts(self.forecasts)
         hindsight = check_critic_forecasts(self.critic_forecasts) is not None
         if hindsight and (self.backend != TWIN or self.name != IQUITOS):
@@ -274,9 +280,19 @@ def _make_gym_env(config: EnvConfig, *, evaluation: bool = False, site: str | Si
         ) from None
 
 
-def make_env(config: EnvConfig, *, evaluation: bool = False, selection: bool = False) -> EnvBase:
+def make_env(
+    config: EnvConfig,
+    *,
+    evaluation: bool = False,
+    selection: bool = False,
+    references: ReferenceTables = NO_REFERENCES,
+) -> EnvBase:
     """The TorchRL env of ``config`` on the CPU; ``evaluation`` picks the evaluation seed stream, ``selection``
     (with ``evaluation``) the evaluation env of the selection year (``validation_site_seed``).
+
+    ``references``: the reference runs' tables a training twin's ``start_peak`` and ``reward_baseline`` need
+    (envs/reference_tables.py), made above the env by control/reference_tables.py; a twin that needs one it is not
+    given is refused. The residual wrapper (``residual``) is put around the env above it too (agents/site_envs.py).
 
     With ``backend="twin"`` the training env is the batched twin (``num_envs`` envs); an
     evaluation env is CityLearn unless ``eval_backend`` is ``"twin"``. With ``num_workers`` > 1 this is the
@@ -287,7 +303,17 @@ def make_env(config: EnvConfig, *, evaluation: bool = False, selection: bool = F
         # lazy: the twin reads the built site (pvlib behind the site builder); Gymnasium-only runs never need it
         from iquitos_lightning.envs.training_twin import make_torchrl_twin
 
-        return make_torchrl_twin(config.site, critic_forecasts=config.critic_forecasts, **twin_options(config))
+        missing = missing_references(
+            references,
+            start_peak=config.start_peak,
+            start=config.start,
+            objective=config.objective,
+            reward_baseline=config.reward_baseline,
+        )
+        if missing:
+            raise ValueError(f"the training twin needs reference tables it was not given: {'; '.join(missing)}")
+        options = {**twin_options(config), "references": references, "critic_forecasts": config.critic_forecasts}
+        return make_torchrl_twin(config.site, **options)
     if selection:
         if not evaluation or config.validation_site_seed is None:
             raise ValueError("a selection env is an evaluation env of a run with a validation_site_seed")
@@ -398,18 +424,17 @@ def general_torchrl_env(seeding: EpisodeSeeding) -> EnvBase:
 
 def twin_options(config: EnvConfig) -> dict[str, Any]:
     """The keyword arguments of the twin a twin-backend ``config`` trains on (:func:`~iquitos_lightning.envs.twin.
-    make_twin`'s): also what the bench's plain loops build their bare twin from, so both sides step the same site,
-    envs, layout, objective, observation, starts and years."""
+    make_twin`'s) but its reference tables (``references``, control/reference_tables.py): also what the bench's plain
+    loops build their bare twin from, so both sides step the same site, envs, layout, objective, observation, starts
+    and years."""
     return {
         "data_root": Path(config.data_root),
         "num_envs": config.num_envs,
         "compile_physics": config.compile_twin,
         "start": config.start,
         "episode_hours": config.episode_hours,
-        "start_peak": config.start_peak,
         "seed": config.seed,
         "years": training_years(config),
-        "reward_baseline": config.reward_baseline,
         **site_env_options(config),
     }
 
@@ -424,8 +449,8 @@ def episode_seeding(env: EnvBase) -> EpisodeCounter:
     """The :class:`EpisodeSeeding` wrapper inside an env made by :func:`make_env` (the twin itself for the twin:
     it is deterministic, so its reset counter is all there is to restore)."""
     base = _innermost(env)
-    if isinstance(env, FlatGymEnv):
-        seeding = env.gym_env
+    if isinstance(base, FlatGymEnv):
+        seeding = base.gym_env
     elif isinstance(base, GymWrapper):
         seeding = base._env  # GymWrapper keeps the Gymnasium env it wraps there
     elif isinstance(base, EpisodeCounter):
