@@ -152,9 +152,33 @@ def test_an_upward_import_is_caught(tmp_path: Path) -> None:
     ]
 
 
+def test_the_env_imports_no_controller_and_defines_none() -> None:
+    """envs/ is the control problem (physics, observation, reward, layouts) and runs no controller: it imports
+    nothing from control/ (a controller reads an env's ``hour_context()`` from above; reference runs reach the twin as
+    tables; a residual is the wrapper of control/residual.py), and no public function or class of control/ has a
+    namesake in envs/ (the rule, the peak shaver and their water-filling live once, in control/)."""
+    from_envs = [item for item in package_imports() if item.source.split(".")[0] == "envs"]
+    assert from_envs and not [item for item in from_envs if item.target.split(".")[0] == "control"]
+    defined = {package: _public_definitions(PACKAGE / package) for package in ("envs", "control")}
+    assert "rule_fleet_action" in defined["control"] and "flat_import_level" in defined["control"]
+    assert not defined["envs"] & defined["control"]
+
+
+def _public_definitions(package: Path) -> set[str]:
+    """The names of the public module-level functions and classes of every module of ``package``."""
+    names = set()
+    for path in package.rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef | ast.ClassDef) and not node.name.startswith("_"):
+                names.add(node.name)
+    return names
+
+
 @pytest.mark.parametrize(
-    ("source", "target"), [("metrics.kpis", "envs.citylearn"), ("report.tables", "control.baselines")]
+    ("source", "target"),
+    [("metrics.kpis", "envs.citylearn"), ("report.tables", "control.baselines"), ("envs.twin", "control.residual")],
 )
 def test_layer_order_matches_the_data_flow(source: str, target: str) -> None:
-    """KPI definitions sit below the envs that record flows; the report below the controllers it tabulates."""
+    """KPI definitions sit below the envs that record flows; the report below the controllers it tabulates; the env
+    below the controllers that act on it."""
     assert layer_of(source) < layer_of(target)

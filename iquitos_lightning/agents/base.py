@@ -57,12 +57,12 @@ from iquitos_lightning.agents.networks import make_actor
 from iquitos_lightning.agents.replay import bytes_per_transition
 from iquitos_lightning.agents.resume import env_resets_on_resume, refuse_unfit_checkpoint, rng_states, set_rng_states
 from iquitos_lightning.agents.selection import SELECTION_METRIC, SELECTION_STAGE, selection_score
+from iquitos_lightning.agents.site_envs import make_agent_env
 from iquitos_lightning.agents.speed import PlannedUpdate, SpeedConfig, planned_update
 from iquitos_lightning.envs.factory import (
     EnvConfig,
     env_specs,
     episode_seeding,
-    make_env,
     resumes_anywhere,
     site_env,
 )
@@ -155,7 +155,7 @@ class RLAgent(MovesDistributionBounds, pl.LightningModule):
         self.save_hyperparameters()
         for key in list(self.hparams):
             self.hparams[key] = plain(self.hparams[key])
-        self._runtime = _Runtime(make_env(self.env_config))
+        self._runtime = _Runtime(make_agent_env(self.env_config))
         self.frames_done = 0
         self.updates_done = 0
         self.episodes_done = 0
@@ -223,7 +223,7 @@ class RLAgent(MovesDistributionBounds, pl.LightningModule):
     @property
     def eval_env(self) -> EnvBase:
         if self._runtime.eval_env is None:
-            self._runtime.eval_env = make_env(self.env_config, evaluation=True)
+            self._runtime.eval_env = make_agent_env(self.env_config, evaluation=True)
         return self._runtime.eval_env
 
     @property
@@ -237,7 +237,7 @@ class RLAgent(MovesDistributionBounds, pl.LightningModule):
         if not self.selects_policy:
             return None
         if self._runtime.selection_env is None:
-            self._runtime.selection_env = make_env(self.env_config, evaluation=True, selection=True)
+            self._runtime.selection_env = make_agent_env(self.env_config, evaluation=True, selection=True)
         return self._runtime.selection_env
 
     def evaluate_on(self, backend: str) -> None:

@@ -45,8 +45,9 @@ from tensordict.nn import TensorDictModule
 from torchrl.collectors import BaseCollector, Collector
 from torchrl.envs import EnvBase
 
+from iquitos_lightning.agents.site_envs import agent_worker_env_makers
 from iquitos_lightning.envs.env_config import EnvConfig
-from iquitos_lightning.envs.factory import WORKER_IGNORED_SIGNALS, worker_env_makers
+from iquitos_lightning.envs.factory import WORKER_IGNORED_SIGNALS
 from iquitos_lightning.fastpath.collector_weights import WorkerAsyncCollector, WorkerSyncCollector, close_weight_sync
 from iquitos_lightning.fastpath.distribution_bounds import apply_to_distribution_bounds
 
@@ -84,7 +85,7 @@ def make_collector(
         # No ("collector", "traj_ids"): no agent reads them (rollouts and the replay buffer drop the entry), and
         # keeping them up to date cost ~0.5 ms of an A2C rollout's ~10 ms of collection (64 twin envs x 8 steps)
         return Collector(train_env, policy, auto_register_policy_transforms=False, track_traj_ids=False, **common)
-    makers = worker_env_makers(env_config)
+    makers = agent_worker_env_makers(env_config)
     worker_policy = None if policy is None else copy.deepcopy(policy).to("cpu")
     if worker_policy is not None:  # the actor's bounds follow the agent's device, and .to does not reach them
         apply_to_distribution_bounds(worker_policy, lambda tensor: tensor.to("cpu"))

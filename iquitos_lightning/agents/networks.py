@@ -206,7 +206,7 @@ def zero_policy_mean(actor: ProbabilisticActor) -> None:
     """Zero the actor's output layer: its mean action is then 0 for every observation, and its scale the
     ``initial_scale`` of :func:`make_actor`.
 
-    Why: in a residual layout (``env.layout: rule_residual``) action 0 *is* the reference controller, so a
+    Why: for a residual agent (``env.residual: rule``) action 0 *is* the reference controller, so a
     policy started here behaves exactly like the rule before it learns; an untrained network's mean is a few
     hundredths off 0 in every hour, which costs a full year of thesis return 36 points (-731.8 vs -696.0).
     The hidden layers keep their random weights, so gradients still reach them once the output layer moves.

@@ -72,13 +72,13 @@ class SAC(OffPolicyAgent):
         init_random_frames: frames of uniformly random actions before learning starts.
         loss_function: Q regression loss ("l2", "smooth_l1", "l1").
         zero_mean_start: start the policy's mean at action 0 for every observation (its output layer zeroed):
-            with ``env.layout: rule_residual`` the untrained policy then *is* the rule-based controller.
+            with ``env.residual: rule`` the untrained policy then *is* the rule-based controller.
         initial_scale: the policy's Gaussian scale at the start (before the tanh); 1 covers the action range,
             about 0.1 explores near the mean (with ``zero_mean_start``: near the rule).
         actor_delay_frames: frames during which only the Q networks learn (the policy and the entropy
             coefficient wait): a policy that starts at a good controller is not moved by an untrained critic.
         residual_penalty: weight of the policy mean's mean square (before the tanh) in the actor loss: with
-            ``rule_residual`` it holds the policy near the rule unless the critic's gradient keeps pointing
+            ``residual: rule`` it holds the policy near the rule unless the critic's gradient keeps pointing
             away (a behaviour-regularised actor, as TD3+BC regularises towards the data's actions).
         n_steps: the critic's target sums this many rewards before it bootstraps (TorchRL's ``MultiStep``,
             :mod:`.multi_step`): on ``tariff`` the cost of spending the battery early shows hours later, when it

@@ -29,6 +29,7 @@ from iquitos_lightning.bench.ours import FrameMarks
 from iquitos_lightning.bench.plain_loops import Mark, on_policy_settings, sac_settings, train_on_policy, train_sac
 from iquitos_lightning.bench.timing import setup_kept_out_of_collections
 from iquitos_lightning.bench.trainer import bare_trainer
+from iquitos_lightning.control.reference_tables import reference_tables
 from iquitos_lightning.envs.env_config import EnvConfig
 from iquitos_lightning.envs.factory import twin_options
 from iquitos_lightning.envs.twin import make_twin
@@ -124,7 +125,8 @@ def run_plain(case: LearnerCase, hparams: Mapping[str, Any], seed: int = 0) -> l
     budget, on the twin our agent's env config builds; the marks after every rollout."""
     torch.manual_seed(seed)
     config = as_config(EnvConfig, dict(hparams["env"]))
-    twin = make_twin(config.site, **twin_options(config))  # bare: no step count, episode reward or finite check
+    # bare: no step count, episode reward or finite check; the reference tables the agent's twin reads too
+    twin = make_twin(config.site, references=reference_tables(config), **twin_options(config))
     rollouts = int(hparams["rollout"]["frame_budget"]) // int(hparams["rollout"]["frames_per_batch"])
     with setup_kept_out_of_collections():
         if case.algorithm == "SAC":

@@ -9,8 +9,8 @@ room unused, so a fair yardstick for agents trained on ``tariff`` adds what a pr
    full every night instead wastes the surplus (it then has nowhere to go).
 2. **flat peak**: in the peak window discharge so that the import stays at one flat level over the
    window's remaining hours, the level that spends the energy the BESS has (water-filling on the net
-   load: this hour's is observed, later hours' are the ``past_days`` forecast the agents and the shaver
-   prior plan with, site/forecasts.py). That lowers the
+   load: this hour's is observed, later hours' are the ``past_days`` forecast the agents and the peak
+   shaver plan with, site/forecasts.py). That lowers the
    month's peak import, which the demand charge bills, instead of covering the first hours fully and
    then running empty.
 EVs and PV surplus are handled as by :class:`~iquitos_lightning.control.references.RuleBasedController`.
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from iquitos_lightning.control.peak_shaver import flat_import_level
 from iquitos_lightning.control.references import RuleBasedController
-from iquitos_lightning.envs.shaver_prior import flat_import_level
 from iquitos_lightning.envs.site_tables import window_rest
 from iquitos_lightning.envs.state import SiteState
 from iquitos_lightning.site.forecasts import FORECAST_DAYS
@@ -32,7 +32,7 @@ NIGHT_END_HOUR = 7
 
 def flat_level(net_kw: np.ndarray, energy_kwh: float) -> float:
     """The level L >= 0 with sum(max(net - L, 0)) = energy (0 if the energy covers all the net load): the
-    water-filling the ``shaver_residual`` layout uses too (envs/shaver_prior.flat_import_level), for one hour list."""
+    water-filling the peak shaver uses too (control/peak_shaver.flat_import_level), for one hour list."""
     return float(flat_import_level(np.asarray(net_kw, dtype=float), energy_kwh))
 
 

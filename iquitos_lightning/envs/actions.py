@@ -27,11 +27,9 @@ Layouts (``env.layout``):
 - ``self_consumption_window`` (4 actions, the card's): the share of the hour's grid exchange the battery takes over
   (-1 all of the surplus or load, 0 idle, +1 charge from the grid), one share for surplus hours, one for the peak
   window, one for the other hours, then the ``fleet`` action (:mod:`~iquitos_lightning.envs.self_consumption`);
-- ``rule_residual`` (2 actions): ``fleet`` actions mapped around the rule-based controller's own
-  (:mod:`~iquitos_lightning.envs.rule_prior`, :func:`around_prior`): 0 is the rule;
-- ``shaver_residual`` (2 actions): ``fleet`` actions around a peak shaver's
-  (:mod:`~iquitos_lightning.envs.shaver_prior`): charge outside the evening window, hold the import flat inside it;
-  its zero action is the reference run behind the twin's start peaks (envs/start_peak.py).
+A residual agent (``env.residual``) acts in one of these layouts around a controller of ``control/``: the wrapper
+above the env (control/residual.py) maps its action around the controller's with :func:`around_prior`; the env
+itself runs no controller.
 The ``per_socket`` and ``fleet`` BESS action is a fraction of its nominal power (+1 full charge, -1 full discharge,
 grid side); CityLearn clips it at the SOC limits.
 """
@@ -39,53 +37,23 @@ grid side); CityLearn clips it at the SOC limits.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from iquitos_lightning.envs.arrays import Array, clip_low, is_torch, minimum, where
 from iquitos_lightning.site.series import SiteSeries
 
 PER_SOCKET = "per_socket"
 FLEET = "fleet"
-RULE_RESIDUAL = "rule_residual"  # fleet actions around the rule-based controller's (envs/rule_prior.py)
 # BESS actions = the share of the hour's exchange the battery takes over, 0 idle: one for surplus hours, one for the
 # peak window, one for the other hours, then the fleet (4 actions; envs/self_consumption.py)
 SELF_CONSUMPTION_WINDOW = "self_consumption_window"
-# fleet actions around a peak shaver's (envs/shaver_prior.py): charge outside the evening window, hold it flat
-SHAVER_RESIDUAL = "shaver_residual"
-LAYOUTS = (PER_SOCKET, FLEET, RULE_RESIDUAL, SELF_CONSUMPTION_WINDOW, SHAVER_RESIDUAL)
+LAYOUTS = (PER_SOCKET, FLEET, SELF_CONSUMPTION_WINDOW)
 # the layouts whose BESS action is a share of the hour's exchange, 0 idle (the ones an idle band applies to)
 SELF_CONSUMPTION_LAYOUTS = (SELF_CONSUMPTION_WINDOW,)
 
 # Energy (kWh) added to the least-laxity minimum so float32 SOC rounding cannot leave an EV a hair short.
 GUARANTEE_MARGIN_KWH = 1e-6
-
-# A numpy array or a torch tensor ([..., S]).
-Array = Any
-
-
-def _is_torch(value: Array) -> bool:
-    return hasattr(value, "clamp")
-
-
-def _where(condition: Array, a: Array, b: Array) -> Array:
-    if _is_torch(condition):
-        import torch  # lazy: numpy callers (CityLearn env, controllers) never load torch here
-
-        return torch.where(condition, a, b)
-    return np.where(condition, a, b)
-
-
-def _minimum(a: Array, b: Array) -> Array:
-    if _is_torch(a):
-        import torch  # lazy: numpy callers (CityLearn env, controllers) never load torch here
-
-        return torch.minimum(a, b if _is_torch(b) else torch.as_tensor(b, dtype=a.dtype, device=a.device))
-    return np.minimum(a, b)
-
-
-def _clip_low(value: Array, low: float) -> Array:
-    return value.clamp_min(low) if _is_torch(value) else np.maximum(value, low)
 
 
 def action_count(layout: str, sockets: int) -> int:
@@ -125,19 +93,19 @@ def socket_bands(
     ``soc`` is each plugged EV's SOC now (float32 values are used as they are), ``required_soc`` its
     target, ``hours_left`` the whole hours until it leaves (1 on its last hour); all [..., S].
     """
-    if _is_torch(soc):
+    if is_torch(soc):
         soc = soc.to(required_soc.dtype)
         hours_left = hours_left.to(required_soc.dtype)
-    need_kwh = _clip_low(required_soc - soc, 0.0) * battery_kwh / charger_efficiency
-    need_kwh = _where(connected, need_kwh, 0.0 * need_kwh)
-    full_kw = _where(connected, charger_kw + 0.0 * need_kwh, 0.0 * need_kwh)
+    need_kwh = clip_low(required_soc - soc, 0.0) * battery_kwh / charger_efficiency
+    need_kwh = where(connected, need_kwh, 0.0 * need_kwh)
+    full_kw = where(connected, charger_kw + 0.0 * need_kwh, 0.0 * need_kwh)
     laxity_h = hours_left - need_kwh / charger_kw
     if not guarantee:
         return SocketBands(low=0.0 * need_kwh, high=full_kw, laxity_h=laxity_h, need_kwh=need_kwh)
-    high = _minimum(need_kwh, full_kw)
-    later_kwh = _clip_low(hours_left - 1.0, 0.0) * charger_kw
-    low = _minimum(_clip_low(need_kwh - later_kwh + GUARANTEE_MARGIN_KWH, 0.0), high)
-    low = _where(need_kwh > 0, low, 0.0 * need_kwh)
+    high = minimum(need_kwh, full_kw)
+    later_kwh = clip_low(hours_left - 1.0, 0.0) * charger_kw
+    low = minimum(clip_low(need_kwh - later_kwh + GUARANTEE_MARGIN_KWH, 0.0), high)
+    low = where(need_kwh > 0, low, 0.0 * need_kwh)
     return SocketBands(low=low, high=high, laxity_h=laxity_h, need_kwh=need_kwh)
 
 
@@ -158,13 +126,13 @@ def piecewise_affine(action: Array, low: Array, centre: Array, high: Array) -> A
     """
     below = centre + action * (centre - low)
     above = centre + action * (high - centre)
-    mapped = _where(action < 0, below, above)
-    return _where(action <= -1.0, low + 0.0 * mapped, _where(action >= 1.0, high + 0.0 * mapped, mapped))
+    mapped = where(action < 0, below, above)
+    return where(action <= -1.0, low + 0.0 * mapped, where(action >= 1.0, high + 0.0 * mapped, mapped))
 
 
 def around_prior(residual: Array, prior: Array) -> Array:
-    """A residual layout's action in [-1, 1] around the prior's action (in [-1, 1]): -1 and +1 are the action's
-    bounds, 0 is the prior exactly (:func:`piecewise_affine`).
+    """A residual agent's action in [-1, 1] around its controller's (the prior's) action in [-1, 1]: -1 and +1 are
+    the action's bounds, 0 is the prior exactly (:func:`piecewise_affine`; the wrapper of control/residual.py).
 
     Why not ``clip(prior + residual)``: where the prior sits near a bound (the shaver charges at +1 outside the
     evening, its EVs sit at -1) most of the sum lands beyond the bound and is clipped, so half of the residual's
@@ -183,7 +151,7 @@ def per_socket_power(socket_actions: Array, bands: SocketBands) -> Array:
 def fleet_power(fleet_action: Array, bands: SocketBands) -> Array:
     """Each socket's kW from one fleet action [...]: the fraction of the flexible power, least laxity first."""
     headroom = bands.high - bands.low
-    if _is_torch(headroom):
+    if is_torch(headroom):
         import torch  # lazy: numpy callers (CityLearn env, controllers) never load torch here
 
         order = torch.argsort(bands.laxity_h, dim=-1, stable=True)

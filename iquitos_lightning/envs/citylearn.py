@@ -10,8 +10,9 @@ Observations are normalised with constants fixed at construction, in the layout 
 
 Actions in [-1, 1] in any of the layouts of :data:`~iquitos_lightning.envs.actions.LAYOUTS`
 (``layout``): ``per_socket`` ``[BESS, socket_0 .. socket_{S-1}]``, ``fleet`` ``[BESS, EV fleet]``, or a
-derived layout (``self_consumption_window``, ``rule_residual``, ``shaver_residual``) that
-:func:`~iquitos_lightning.envs.env_action.applied_action` turns into a ``fleet`` action. The BESS is a
+derived layout (``self_consumption_window``) that
+:func:`~iquitos_lightning.envs.env_action.applied_action` turns into a ``fleet`` action (a controller above the env,
+such as a residual's, reads :meth:`IquitosEnv.hour_context`). The BESS is a
 fraction of its power (+charge / -discharge, grid side); sockets map affinely onto their band of
 this hour, which with ``ev_guarantee`` (the default) starts at the least-laxity minimum that still
 serves the EV by its departure and ends at its remaining need. The env turns that into the fraction of
@@ -51,6 +52,7 @@ from iquitos_lightning.envs.actions import (
     socket_power,
 )
 from iquitos_lightning.envs.env_action import applied_action
+from iquitos_lightning.envs.hour_context import HourContext
 from iquitos_lightning.envs.import_limit import cap_import
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
 from iquitos_lightning.envs.self_consumption import check_idle_band
@@ -186,11 +188,8 @@ class IquitosEnv(gym.Env):
             pv_kw=float(self.series.pv_kw[t]),
             mall_kw=float(self.series.mall_kw[t]),
             bands=bands,
-            bess_soc=bess_soc_before,
             in_peak_window=bool(self.in_peak_window[t] > 0),
             bess=self.site_config.bess,
-            window_rest_kw=self.tables.window_rest_kw[t],
-            window_rest_open=self.tables.window_rest_open[t],
             idle_band=self.idle_band,
         )
         bess_action, socket_kw = cap_import(
@@ -300,6 +299,21 @@ class IquitosEnv(gym.Env):
             socket_required_soc=self.required_soc[t].copy(),
             socket_hours_to_departure=self.hours_to_departure[t].copy(),
             peak_to_date_kw=float(self._peak_to_date),
+        )
+
+    def hour_context(self) -> HourContext:
+        """What a controller above the env may read of the hour it is at (envs/hour_context.py): the very PV, mall
+        load, socket bands and BESS SOC the next step maps its action with."""
+        t = min(self.time_step, self.hours - 1)
+        return HourContext(
+            pv_kw=float(self.series.pv_kw[t]),
+            mall_kw=float(self.series.mall_kw[t]),
+            bands=self.socket_bands(),
+            bess_soc=self._bess_soc(),
+            in_peak_window=bool(self.in_peak_window[t] > 0),
+            window_rest_kw=self.tables.window_rest_kw[t],
+            window_rest_open=self.tables.window_rest_open[t],
+            bess=self.site_config.bess,
         )
 
     def socket_bands(self) -> SocketBands:

@@ -83,7 +83,8 @@ class TrainingAids:
     ``start``: where training episodes start: "zero", "staggered" (env b of B at hour b x 8760 / B) or "random";
     ``episode_hours``: how long they run (None: to the year's end).
     ``start_peak``: where a ``tariff`` episode that starts after hour 0 starts its month-to-date peak: "reference"
-    (the peak shaver's at that hour of the year, envs/start_peak.py) or "zero" (a fresh month).
+    (the peak shaver's at that hour of the year, envs/start_peak.py, run by control/reference_tables.py) or "zero"
+    (a fresh month).
     ``train_site_seeds``: train on these years of the site profile (its seed replaced: mall noise, cloudiness and
     EV sessions drawn afresh, built once each under ``data_root``); env b runs year b % len. None: the site itself.
     ``reward_baseline``: "uncontrolled" or "rule": the reward minus that controller's at the same hour of the same
@@ -129,10 +130,12 @@ class EnvConfig:
     max_episode_steps: int | None = None  # Gymnasium ids only: episode length (None: the id's own limit)
     # Iquitos action layout (envs/actions.py): "per_socket" (1 + sockets), "fleet" (BESS, EV fleet),
     # "self_consumption_window" (the share of the hour's surplus or load the BESS takes over, 0 idle: one share for
-    # surplus hours, one for the peak window, one for the others, then the EV fleet; the card's), "rule_residual"
-    # (fleet mapped around the rule-based controller's) or "shaver_residual" (fleet around a peak shaver's: charge
-    # outside the evening window, hold the import flat inside)
+    # surplus hours, one for the peak window, one for the others, then the EV fleet; the card's)
     layout: str = "per_socket"
+    # Iquitos: the controller of control/ a residual agent acts around (control/residual.py: the agent's action mapped
+    # around the controller's, 0 is the controller): "rule" (the rule-based controller) or "shaver" (the peak shaver),
+    # both in the "fleet" layout; None: the agent acts alone. Built above the env by agents/site_envs.py.
+    residual: str | None = None
     # self_consumption_window only: BESS actions within this of 0 idle, the rest of each half stretched back
     # onto it, so idling is a range a wandering policy mean stays in, not a point (envs/self_consumption.py); 0: none
     idle_band: float = 0.0
@@ -187,6 +190,8 @@ class EnvConfig:
         if self.demand_period not in DEMAND_PERIODS:
             raise ValueError(f"demand_period must be one of {DEMAND_PERIODS}, got {self.demand_period!r}")
         check_forecasts(self.forecasts)
+        if self.residual is not None and self.name != IQUITOS:
+            raise ValueError("residual (a controller under the agent's action) needs the Iquitos site")
         if self.backend.train == TWIN and self.name != IQUITOS:
             raise ValueError(f"backend.train: twin simulates the Iquitos site, not {self.name!r}")
         if self.training != TrainingAids() and not self.on_twin:

@@ -50,6 +50,7 @@ from iquitos_lightning.envs.env_config import IQUITOS, TWIN, EnvConfig
 from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.envs.gym_env import FlatGymEnv, SpecsOnly, is_flat_box_env
 from iquitos_lightning.envs.hindsight import HINDSIGHT, hindsight_names
+from iquitos_lightning.envs.reference_tables import NO_REFERENCES, ReferenceTables, missing_references
 from iquitos_lightning.envs.site_data import site_config_of, site_year, site_years
 from iquitos_lightning.envs.site_tables import observation_names, resolve_observation
 from iquitos_lightning.errors import ConfigError
@@ -113,9 +114,20 @@ def _make_gym_env(config: EnvConfig, *, evaluation: bool = False, site: str | Si
         ) from None
 
 
-def make_env(config: EnvConfig, *, evaluation: bool = False, selection: bool = False) -> EnvBase:
+def make_env(
+    config: EnvConfig,
+    *,
+    evaluation: bool = False,
+    selection: bool = False,
+    references: ReferenceTables = NO_REFERENCES,
+) -> EnvBase:
     """The TorchRL env of ``config`` on the CPU; ``evaluation`` picks the evaluation seed stream, ``selection``
     (with ``evaluation``) the evaluation env of the selection year (``validation_site_seed``).
+
+    ``references``: the reference runs' tables a training twin's ``training.start_peak`` and
+    ``training.reward_baseline`` need (envs/reference_tables.py), made above the env by control/reference_tables.py; a
+    twin that needs one it is not given is refused. The residual wrapper (``residual``) is put around the env above it
+    too (agents/site_envs.py).
 
     With ``backend.train: twin`` the training env is the batched twin (``backend.num_envs`` envs); an
     evaluation env is CityLearn unless ``backend.evaluate`` is ``"twin"``. With ``backend.num_workers`` > 1 this is the
@@ -126,7 +138,17 @@ def make_env(config: EnvConfig, *, evaluation: bool = False, selection: bool = F
         # lazy: the twin reads the built site (pvlib behind the site builder); Gymnasium-only runs never need it
         from iquitos_lightning.envs.training_twin import make_torchrl_twin
 
-        return make_torchrl_twin(config.site, critic_forecasts=config.training.critic_forecasts, **twin_options(config))
+        missing = missing_references(
+            references,
+            start_peak=config.training.start_peak,
+            start=config.training.start,
+            objective=config.objective,
+            reward_baseline=config.training.reward_baseline,
+        )
+        if missing:
+            raise ValueError(f"the training twin needs reference tables it was not given: {'; '.join(missing)}")
+        aids = {"references": references, "critic_forecasts": config.training.critic_forecasts}
+        return make_torchrl_twin(config.site, **twin_options(config), **aids)
     if selection:
         if not evaluation or config.validation_site_seed is None:
             raise ValueError("a selection env is an evaluation env of a run with a validation_site_seed")
@@ -237,18 +259,17 @@ def general_torchrl_env(seeding: EpisodeSeeding) -> EnvBase:
 
 def twin_options(config: EnvConfig) -> dict[str, Any]:
     """The keyword arguments of the twin a twin-backend ``config`` trains on (:func:`~iquitos_lightning.envs.twin.
-    make_twin`'s): also what the bench's plain loops build their bare twin from, so both sides step the same site,
-    envs, layout, objective, observation, starts and years."""
+    make_twin`'s) but its reference tables (``references``, control/reference_tables.py): also what the bench's plain
+    loops build their bare twin from, so both sides step the same site, envs, layout, objective, observation, starts
+    and years."""
     return {
         "data_root": Path(config.data_root),
         "num_envs": config.backend.num_envs,
         "compile_physics": config.backend.compile,
         "start": config.training.start,
         "episode_hours": config.training.episode_hours,
-        "start_peak": config.training.start_peak,
         "seed": config.seed,
         "years": training_years(config),
-        "reward_baseline": config.training.reward_baseline,
         "stored_energy_value": config.training.stored_energy_value,
         "shaping_gamma": config.training.shaping_gamma,
         **site_env_options(config),
@@ -265,8 +286,8 @@ def episode_seeding(env: EnvBase) -> EpisodeCounter:
     """The :class:`EpisodeSeeding` wrapper inside an env made by :func:`make_env` (the twin itself for the twin:
     it is deterministic, so its reset counter is all there is to restore)."""
     base = _innermost(env)
-    if isinstance(env, FlatGymEnv):
-        seeding = env.gym_env
+    if isinstance(base, FlatGymEnv):
+        seeding = base.gym_env
     elif isinstance(base, GymWrapper):
         seeding = base._env  # GymWrapper keeps the Gymnasium env it wraps there
     elif isinstance(base, EpisodeCounter):

@@ -8,14 +8,15 @@ per-socket block is 512 of the 576 observation columns and most of an update's c
 The sums come from the very band the action maps onto (:func:`~iquitos_lightning.envs.actions.socket_bands`, called
 by each simulator with its state), so the observation and the action cannot disagree about the band. Every
 function is array-generic (numpy for the CityLearn env, torch for the twin) and sums with a cumulative sum in index
-order (as :func:`~iquitos_lightning.envs.rule_prior._sequential_sum` does), so the two simulators give the same bits.
+order (as :func:`~iquitos_lightning.envs.arrays.sequential_sum` does), so the two simulators give the same bits.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from iquitos_lightning.envs.actions import Array, SocketBands, _is_torch, _where
+from iquitos_lightning.envs.actions import SocketBands
+from iquitos_lightning.envs.arrays import Array, is_torch, where
 
 URGENT_HOURS = 2  # ``ev_need_leaving_2h``: the need of the EVs that leave within this many hours (this one included)
 FLEET_FEATURES = (
@@ -40,15 +41,15 @@ def fleet_features(bands: SocketBands, connected: Array, hours_left: Array, flee
         raise ValueError("fleet_features needs bands from socket_bands (need_kwh is None)")
     zero = 0.0 * need
     per_socket = [
-        _where(connected, 1.0 + zero, zero),
+        where(connected, 1.0 + zero, zero),
         bands.low,
         bands.high,
         need,
-        _where(hours_left <= URGENT_HOURS, need, zero),
+        where(hours_left <= URGENT_HOURS, need, zero),
         need * hours_left,
     ]
     # One cumulative sum over the sockets of all six (in index order: numpy and torch give the same bits).
-    if _is_torch(need):
+    if is_torch(need):
         import torch  # lazy: numpy callers (the CityLearn env) never load torch here
 
         sums = torch.stack(per_socket, -2).cumsum(-1)[..., -1]
@@ -56,10 +57,10 @@ def fleet_features(bands: SocketBands, connected: Array, hours_left: Array, flee
         sums = np.cumsum(np.stack(np.broadcast_arrays(*per_socket), -2), axis=-1)[..., -1]
     plugged, low, high, total_need, soon, weighted_hours = (sums[..., k] for k in range(len(per_socket)))
     has_need = total_need > 0
-    safe_need = _where(has_need, total_need, 1.0 + 0.0 * total_need)
-    mean_hours = _where(has_need, weighted_hours / safe_need, 0.0 * total_need)
+    safe_need = where(has_need, total_need, 1.0 + 0.0 * total_need)
+    mean_hours = where(has_need, weighted_hours / safe_need, 0.0 * total_need)
     columns = [plugged / need.shape[-1], low / fleet_kw, high / fleet_kw, total_need / fleet_kw, soon / fleet_kw]
     columns.append(mean_hours / dwell_h)
-    if _is_torch(need):
+    if is_torch(need):
         return torch.stack(columns, -1)
     return np.stack(columns, -1)

@@ -105,7 +105,9 @@ class FlatGymEnv(EnvBase):
         return self._output(observation, 0.0, False, False, with_reward=False)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        action = tensordict.get("action").numpy().astype(self._action_dtype, copy=False)
+        action = tensordict.get("action").numpy()
+        if action.dtype != np.float64:  # a residual's float64 action (control/residual.py) goes in unrounded
+            action = action.astype(self._action_dtype, copy=False)
         observation, reward, terminated, truncated, _ = self._env.step(action)
         self._steps += 1
         reward32 = np.float32(reward)

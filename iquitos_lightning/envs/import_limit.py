@@ -16,9 +16,7 @@ computes in float32 (its own rounding of PV, load and battery energy) stays unde
 
 from __future__ import annotations
 
-import numpy as np
-
-from iquitos_lightning.envs.actions import Array, _clip_low, _is_torch, _minimum, _where
+from iquitos_lightning.envs.arrays import Array, clip, clip_low, minimum, sequential_sum, where
 
 # kW below the stated limit that the curtailed command aims at: float32 rounding of a ~3,500 kW import is ~2e-4.
 IMPORT_LIMIT_MARGIN_KW = 0.01
@@ -27,20 +25,6 @@ IMPORT_LIMIT_MARGIN_KW = 0.01
 def usable_import_kw(limit_kw: float | None) -> float:
     """The import the curtailed command (and every LP plan) stays under for a stated limit (inf: none)."""
     return float("inf") if limit_kw is None else limit_kw - IMPORT_LIMIT_MARGIN_KW
-
-
-def _total(values: Array) -> Array:
-    """The sum over the last axis, left to right in both libraries (a cumulative sum's last element), so numpy
-    and torch give the same bits (their ``sum`` orders differ)."""
-    if _is_torch(values):
-        import torch  # lazy: numpy callers (CityLearn env, controllers) never load torch here
-
-        return torch.cumsum(values, dim=-1)[..., -1]
-    return np.cumsum(values, axis=-1)[..., -1]
-
-
-def _clip(value: Array, low: float, high: float) -> Array:
-    return value.clamp(low, high) if _is_torch(value) else value.clip(low, high)
 
 
 def cap_import(
@@ -63,14 +47,14 @@ def cap_import(
         return bess_action, socket_kw
     usable = usable_import_kw(limit_kw)
     flexible_kw = socket_kw - guaranteed_kw
-    over_kw = (mall_kw - pv_kw + _total(socket_kw)) - usable  # > 0: over the limit with the battery idle
-    flexible_total = _total(flexible_kw)
-    safe_total = _where(flexible_total > 0, flexible_total, 1.0 + 0.0 * flexible_total)
-    shed_share = _where(flexible_total > 0, _clip(over_kw / safe_total, 0.0, 1.0), 0.0 * flexible_total)
+    over_kw = (mall_kw - pv_kw + sequential_sum(socket_kw)) - usable  # > 0: over the limit with the battery idle
+    flexible_total = sequential_sum(flexible_kw)
+    safe_total = where(flexible_total > 0, flexible_total, 1.0 + 0.0 * flexible_total)
+    shed_share = where(flexible_total > 0, clip(over_kw / safe_total, 0.0, 1.0), 0.0 * flexible_total)
     shed = shed_share[..., None]
     # The guaranteed minimum plus what is kept of the rest (exactly the minimum when all is shed); hours without
     # shedding keep the command's own bits.
-    socket_kw = _where(shed > 0, guaranteed_kw + (1.0 - shed) * flexible_kw, socket_kw)
-    room_kw = _clip_low(usable - (mall_kw - pv_kw + _total(socket_kw)), 0.0)
-    bess_action = _where(bess_action > 0, _minimum(bess_action, room_kw / bess_power_kw), bess_action)
+    socket_kw = where(shed > 0, guaranteed_kw + (1.0 - shed) * flexible_kw, socket_kw)
+    room_kw = clip_low(usable - (mall_kw - pv_kw + sequential_sum(socket_kw)), 0.0)
+    bess_action = where(bess_action > 0, minimum(bess_action, room_kw / bess_power_kw), bess_action)
     return bess_action, socket_kw

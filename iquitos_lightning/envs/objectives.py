@@ -28,7 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from iquitos_lightning.envs.reward import RewardScales, Value, _clip
+from iquitos_lightning.envs.arrays import clip_value
+from iquitos_lightning.envs.reward import RewardScales, Value
 from iquitos_lightning.site.config import SiteConfig
 
 THESIS = "thesis"
@@ -102,7 +103,7 @@ def tariff_amount(
     weights: TariffWeights,
 ) -> Value:
     """What one hour adds to the bill: energy + CO2 + the demand charge on the rise of the month's peak."""
-    rise_kw = _clip(grid_import_kw - peak_to_date_kw, 0.0) * in_peak_window
+    rise_kw = clip_value(grid_import_kw - peak_to_date_kw, 0.0) * in_peak_window
     energy = grid_import_kw * price_per_kwh
     co2 = grid_import_kw * carbon_intensity_kg_per_kwh * weights.co2_price_per_kg
     return energy + co2 + demand_charge_per_kw_month * rise_kw
@@ -110,7 +111,7 @@ def tariff_amount(
 
 def next_peak_to_date(grid_import_kw: Value, peak_to_date_kw: Value, in_peak_window: Value) -> Value:
     """The month-to-date peak after this hour (the caller restarts it at 0 when a month opens)."""
-    raised = peak_to_date_kw + _clip(grid_import_kw - peak_to_date_kw, 0.0)
+    raised = peak_to_date_kw + clip_value(grid_import_kw - peak_to_date_kw, 0.0)
     return raised * in_peak_window + peak_to_date_kw * (1 - in_peak_window)
 
 

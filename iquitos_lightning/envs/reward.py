@@ -18,23 +18,11 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
-
+from iquitos_lightning.envs.arrays import clip_value
 from iquitos_lightning.site.series import SiteSeries
 
-# A float, a numpy array or a torch tensor: the terms below use only arithmetic and _clip.
+# A float, a numpy array or a torch tensor: the terms below use only arithmetic and clip_value.
 Value = Any
-
-
-def _clip(value: Value, low: float | None = None, high: float | None = None) -> Value:
-    """``min(max(value, low), high)`` for a float, a numpy array or a torch tensor (``clamp``)."""
-    if isinstance(value, int | float):
-        if low is not None:
-            value = max(value, low)
-        return value if high is None else min(value, high)
-    if hasattr(value, "clamp"):
-        return value.clamp(low, high)
-    return np.clip(value, low, high)
 
 
 @dataclass
@@ -117,7 +105,7 @@ def solar_term(outcome: StepOutcome, scales: RewardScales) -> Value:
     beyond their required SOC, or exported, is wasted and counts against.
     """
     useful_sink = outcome.mall_kw + outcome.ev_useful_kwh + outcome.bess_charge_kw
-    return -_clip(outcome.pv_kw - useful_sink, 0.0) / scales.pv_max_kw
+    return -clip_value(outcome.pv_kw - useful_sink, 0.0) / scales.pv_max_kw
 
 
 def ev_term(outcome: StepOutcome, scales: RewardScales) -> Value:
@@ -126,7 +114,7 @@ def ev_term(outcome: StepOutcome, scales: RewardScales) -> Value:
     Charging beyond the required SOC adds nothing; an EV leaving short costs its whole gap once.
     """
     value = (outcome.ev_useful_kwh - outcome.departing_unmet_kwh) / scales.ev_power_kw
-    return _clip(value, -1.0, 1.0)
+    return clip_value(value, -1.0, 1.0)
 
 
 def grid_term(outcome: StepOutcome, scales: RewardScales) -> Value:

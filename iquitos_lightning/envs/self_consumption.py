@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from iquitos_lightning.envs.actions import Array, SocketBands, _is_torch, _where, fleet_power
-from iquitos_lightning.envs.rule_prior import _clip, _sequential_sum
+from iquitos_lightning.envs.actions import SocketBands, fleet_power
+from iquitos_lightning.envs.arrays import Array, clip, is_torch, sequential_sum, where
 from iquitos_lightning.site.config import BatteryConfig
 
 
@@ -47,15 +47,15 @@ def outside_idle_band(bess_action: Array, idle_band: float) -> Array:
     beyond (elementwise, so numpy and torch give the same bits); ``idle_band`` 0 returns the action itself."""
     if not idle_band:
         return bess_action
-    magnitude = _where(bess_action < 0, -bess_action, bess_action)
-    beyond = _where(magnitude > idle_band, (magnitude - idle_band) / (1.0 - idle_band), magnitude * 0.0)
-    return _where(bess_action < 0, -beyond, beyond)
+    magnitude = where(bess_action < 0, -bess_action, bess_action)
+    beyond = where(magnitude > idle_band, (magnitude - idle_band) / (1.0 - idle_band), magnitude * 0.0)
+    return where(bess_action < 0, -beyond, beyond)
 
 
 def self_consumption_bess_kw(bess_action: Array, net_load_kw: Array, power_kw: float, idle_band: float = 0.0) -> Array:
     """The BESS power (kW, + charging) of a BESS action in [-1, 1] at this net load, before the power clip."""
     share = outside_idle_band(bess_action, idle_band)
-    return _where(share < 0, share * net_load_kw, share * power_kw)
+    return where(share < 0, share * net_load_kw, share * power_kw)
 
 
 def self_consumption_fleet_action(
@@ -81,8 +81,8 @@ def window_self_consumption_fleet_action(
     ``action[..., 2]`` outside it, each as the ``self_consumption`` BESS action; ``action[..., 3]`` is the fleet
     action."""
     net_load_kw = fleet_net_load_kw(action[..., 3], pv_kw, mall_kw, bands)
-    without_surplus = _where(in_peak_window, action[..., 1], action[..., 2])
-    bess_action = _where(net_load_kw < 0, action[..., 0], without_surplus)
+    without_surplus = where(in_peak_window, action[..., 1], action[..., 2])
+    bess_action = where(net_load_kw < 0, action[..., 0], without_surplus)
     return _fleet_action(bess_action, action[..., 3], net_load_kw, bess, idle_band)
 
 
@@ -98,15 +98,15 @@ def _fleet_action(
 def fleet_net_load_kw(fleet_action: Array, pv_kw: Array, mall_kw: Array, bands: SocketBands) -> Array:
     """The hour's net load (mall + EVs - PV, kW) with the EVs at what the ``fleet`` action ``fleet_action`` gives
     them: what the battery's share of the exchange acts on."""
-    ev_kw = _sequential_sum(fleet_power(fleet_action, bands))
+    ev_kw = sequential_sum(fleet_power(fleet_action, bands))
     return mall_kw + ev_kw - pv_kw
 
 
 def with_bess_power(fleet_action: Array, bess_kw: Array, bess: BatteryConfig) -> Array:
     """The ``fleet`` action [..., 2]: the BESS power ``bess_kw`` (kW, + charging) clipped at the battery's power, as a
     fraction of it, and ``fleet_action`` unchanged."""
-    fraction = _clip(bess_kw, -bess.power_kw, bess.power_kw) / bess.power_kw
-    if _is_torch(fleet_action):
+    fraction = clip(bess_kw, -bess.power_kw, bess.power_kw) / bess.power_kw
+    if is_torch(fleet_action):
         import torch  # lazy: numpy callers never load torch here
 
         return torch.stack([fraction.to(fleet_action.dtype), fleet_action], -1)

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from iquitos_lightning.envs.actions import PER_SOCKET, Array, SocketBands, _is_torch
+from iquitos_lightning.envs.actions import PER_SOCKET, SocketBands
+from iquitos_lightning.envs.arrays import Array, is_torch
 from iquitos_lightning.envs.fleet_features import FLEET_FEATURES, fleet_features
 from iquitos_lightning.envs.objectives import (
     MONTH,
@@ -237,8 +238,8 @@ def build_site_tables(
 
 def window_rest(series: SiteSeries, forecasts: str = PAST_DAYS) -> tuple[np.ndarray, np.ndarray]:
     """The forecast mall load minus PV of the later hours of each step's peak window ([T, W-1], 0 where there is
-    none) and which entries are such hours ([T, W-1] bool): what the ``shaver_residual`` layout water-fills with
-    (envs/shaver_prior.py), the same ``forecasts`` the ``tariff`` observation's day-ahead PV and mall columns
+    none) and which entries are such hours ([T, W-1] bool): what the peak shaver water-fills with
+    (control/peak_shaver.py), the same ``forecasts`` the ``tariff`` observation's day-ahead PV and mall columns
     carry (site/forecasts.py)."""
     grid, hours = series.config.grid, series.hours
     width = grid.peak_end_hour - grid.peak_start_hour
@@ -272,7 +273,7 @@ def state_columns(
         if bands is None or connected is None or hours_left is None:
             raise ValueError("the compact observation needs the hour's socket bands, connected and hours left")
         fleet = fleet_features(bands, connected, hours_left, tables.fleet_kw, tables.dwell_scale)
-    if _is_torch(bess_soc):
+    if is_torch(bess_soc):
         import torch  # lazy: the CityLearn env never loads torch here
 
         columns = [bess_soc.to(torch.float64)[..., None]]

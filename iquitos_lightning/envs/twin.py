@@ -14,9 +14,9 @@ What is the same as :class:`~iquitos_lightning.envs.citylearn.IquitosEnv`, by co
   the same :class:`~iquitos_lightning.envs.site_tables.SiteTables` (one float32 table per step with the
   state-dependent columns, :func:`~iquitos_lightning.envs.site_tables.state_columns`, and in ``full`` the
   socket SOCs written in each step);
-- action: any layout of :mod:`~iquitos_lightning.envs.actions` (the derived ones turned into a ``fleet`` action
+- action: any layout of :mod:`~iquitos_lightning.envs.actions` (the derived one turned into a ``fleet`` action
   by :mod:`~iquitos_lightning.envs.env_action`), mapped onto the sockets' bands (EV guarantee) by the same
-  functions, applied to tensors;
+  functions, applied to tensors; a controller above the env reads :meth:`IquitosTwin.hour_context`;
 - reward: the objective's functions (:mod:`~iquitos_lightning.envs.reward`,
   :mod:`~iquitos_lightning.envs.objectives`), applied to tensors, with the month-to-date peak import
   kept per env for ``tariff``;
@@ -58,28 +58,12 @@ from torchrl.data import Bounded, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
 
 from iquitos_lightning.envs import objectives
-from iquitos_lightning.envs.actions import (
-    FLEET,
-    PER_SOCKET,
-    RULE_RESIDUAL,
-    SHAVER_RESIDUAL,
-    SocketBands,
-    action_count,
-    socket_bands,
-    socket_power,
-)
+from iquitos_lightning.envs.actions import PER_SOCKET, SocketBands, action_count, socket_bands, socket_power
 from iquitos_lightning.envs.env_action import applied_action
+from iquitos_lightning.envs.hour_context import HourContext
 from iquitos_lightning.envs.import_limit import cap_import
-from iquitos_lightning.envs.reference_runs import cached_reference
+from iquitos_lightning.envs.reference_tables import NO_REFERENCES, ReferenceTables
 from iquitos_lightning.envs.reward import RewardScales, RewardWeights, StepOutcome, reward_terms, weighted_reward
-from iquitos_lightning.envs.reward_baseline import (
-    NO_BASELINE,
-    RULE,
-    RULE_RESIDUAL_ACTION,
-    UNCONTROLLED_FLEET_ACTION,
-    check_reward_baseline,
-    constant_action_rewards,
-)
 from iquitos_lightning.envs.self_consumption import check_idle_band
 from iquitos_lightning.envs.site_data import built_site
 from iquitos_lightning.envs.site_tables import (
@@ -90,12 +74,6 @@ from iquitos_lightning.envs.site_tables import (
     observation_table,
     resolve_observation,
     state_columns,
-)
-from iquitos_lightning.envs.start_peak import (
-    REFERENCE_PEAK,
-    check_start_peak,
-    peak_at_each_step,
-    reference_key,
 )
 from iquitos_lightning.envs.twin_physics import SiteModels
 from iquitos_lightning.fastpath.unchecked_tensordict import unchecked_tensordict
@@ -112,7 +90,7 @@ ZERO, STAGGERED, RANDOM = "zero", "staggered", "random"
 # starts at hour b x T / B; each next episode starts where the last one ended, wrapping at the year's end) or
 # "random" (a uniform hour, from a generator seeded by ``seed``). A mid-session start gives the plugged EV its
 # session's arrival SOC; the BESS starts at the schema's initial SOC; the month-to-date peak (tariff) at the
-# reference run's value at that hour (``start_peak``, envs/start_peak.py), or at 0.
+# reference run's value at that hour (``references.start_peaks``, envs/reference_tables.py), or at 0.
 START_SCHEDULES = (ZERO, STAGGERED, RANDOM)
 
 
@@ -134,16 +112,16 @@ class IquitosTwin(EnvBase):
         start: where episodes start (:data:`START_SCHEDULES`; "zero" is CityLearn's episode).
         episode_hours: episodes end (truncated) after this many steps, or at the year's end (None: the year).
         seed: the "random" schedule's generator seed.
-        start_peak: where a ``tariff`` episode that starts after hour 0 starts its billed peak-to-date:
-            "reference" (the peak shaver's at that hour, envs/start_peak.py) or "zero".
-        forecasts: what the observation's coming hours and the shaver prior's forecasts are (site/forecasts.py):
-            "past_days" (what a site has) or "oracle" (the true series).
+        forecasts: what the observation's coming hours are (site/forecasts.py): "past_days" (what a site has) or
+            "oracle" (the true series).
         years: training years (built sites of the same profile, other seeds; :func:`site_years`): env b of B
             simulates ``years[b % len(years)]``. ``series`` still sets every scale (observation, reward), so each
             year is seen on the scale of the year the agent is evaluated on.
             Empty: every env simulates ``series``.
-        reward_baseline: "uncontrolled" or "rule" (training only): the reward minus that controller's at the same
-            row (envs/reward_baseline.py); "none": the objective's reward.
+        references: series of reference runs of each year, made above the env (control/reference_tables.py):
+            ``start_peaks``, the billed peak-to-date a ``tariff`` episode starting at that row begins with
+            (envs/start_peak.py; None: 0), and ``baseline_rewards`` (training only), subtracted from the reward
+            at that row (envs/reward_baseline.py; None: the objective's reward).
     """
 
     batch_locked = True
@@ -170,10 +148,9 @@ class IquitosTwin(EnvBase):
         episode_hours: int | None = None,
         seed: int = 0,
         observation: str = AUTO,
-        start_peak: str = REFERENCE_PEAK,
         forecasts: str = PAST_DAYS,
         years: Sequence[SiteSeries] = (),
-        reward_baseline: str = NO_BASELINE,
+        references: ReferenceTables = NO_REFERENCES,
         idle_band: float = 0.0,
     ) -> None:
         if start not in START_SCHEDULES:
@@ -221,16 +198,12 @@ class IquitosTwin(EnvBase):
         self._load_tables()
         self._make_specs()
         self._allocate_state()
-        # [T] the billed peak-to-date a training episode starts with at each step (None: 0, as CityLearn's episode)
-        self._start_peaks: torch.Tensor | None = None
-        if check_start_peak(start_peak) == REFERENCE_PEAK and start != ZERO and self.objective == objectives.TARIFF:
-            self._start_peaks = self._reference_peaks(Path(schema_path))
+        # [Y x T] the billed peak-to-date a training episode starts with at each row (None: 0, as CityLearn's episode)
+        self._start_peaks = self._reference_table(references.start_peaks, "start_peaks")
         # [Y x T] what the reward subtracts at each row (envs/reward_baseline.py; None: the objective's reward as is)
-        self._baseline_rewards: torch.Tensor | None = None
-        if check_reward_baseline(reward_baseline) != NO_BASELINE:
-            if record:
-                raise ValueError("reward_baseline is for training: an evaluation (recording) twin bills the raw reward")
-            self._baseline_rewards = self._reference_rewards(Path(schema_path), reward_baseline)
+        if references.baseline_rewards is not None and record:
+            raise ValueError("reward_baseline is for training: an evaluation (recording) twin bills the raw reward")
+        self._baseline_rewards = self._reference_table(references.baseline_rewards, "baseline_rewards")
         if compile_physics:  # (not "compile": TorchRL's env metaclass takes that keyword for itself)
             self._simulate = torch.compile(self._simulate, dynamic=False)
 
@@ -356,60 +329,44 @@ class IquitosTwin(EnvBase):
         state.next_start = torch.where(reset, ends % self.hours, state.next_start)
         return first
 
-    def _reference_peaks(self, schema_path: Path) -> torch.Tensor:
-        """[Y x T] the billed peak-to-date at each step of each year's reference run (envs/start_peak.py): the peak
-        shaver's zero action in a one-env twin of that year from hour 0, with this twin's demand period, EV
-        guarantee and forecasts."""
-        options = (self.demand_period, self.ev_guarantee, self.forecasts)
+    def _reference_table(self, values: np.ndarray | None, name: str) -> torch.Tensor | None:
+        """A reference table (envs/reference_tables.py) as a tensor over the stacked years' rows, refused unless it
+        has one value per row."""
+        if values is None:
+            return None
+        rows = len(self.years) * self.hours
+        if np.shape(values) != (rows,):
+            raise ValueError(f"references.{name} must have {rows} values (years x hours), got {np.shape(values)}")
+        return torch.tensor(values, dtype=F64, device=self.device)
 
-        def run(series: SiteSeries) -> np.ndarray:
-            reference = IquitosTwin(
-                schema_path,
-                series,
-                layout=SHAVER_RESIDUAL,
-                ev_guarantee=self.ev_guarantee,
-                objective=objectives.TARIFF,
-                demand_period=self.demand_period,
-                forecasts=self.forecasts,
-            )
-            return peak_at_each_step(reference)
-
-        peaks = [
-            cached_reference(schema_path, "peaks", reference_key(schema_path, year, *options), lambda y=year: run(y))
-            for year in self.years
-        ]
-        return torch.tensor(np.concatenate(peaks), dtype=F64, device=self.device)
-
-    def _reference_rewards(self, schema_path: Path, baseline: str) -> torch.Tensor:
-        """[Y x T] each year's reference controller's reward at each step (envs/reward_baseline.py), from a one-env
-        twin of that year from hour 0 with this twin's objective, demand period and EV guarantee: the uncontrolled
-        controller in the ``fleet`` layout, or the rule-based one in ``rule_residual``."""
-        options = (self.objective, self.demand_period, self.ev_guarantee, self.reward_weights, self.tariff.weights)
-        layout, action = (
-            (RULE_RESIDUAL, RULE_RESIDUAL_ACTION) if baseline == RULE else (FLEET, UNCONTROLLED_FLEET_ACTION)
+    def _bands_at(self, row: torch.Tensor, socket_soc: torch.Tensor) -> SocketBands:
+        """Each env's socket bands at its row (year offset + clock) for the plugged EVs' SOCs ``socket_soc``."""
+        return socket_bands(
+            self._connected[row],
+            socket_soc,
+            self._required_soc[row],
+            self._hours_left[row],
+            self._battery_kwh,
+            self._charger_kw,
+            charger_efficiency=self.charger_efficiency,
+            guarantee=self.ev_guarantee,
         )
 
-        def run(series: SiteSeries) -> np.ndarray:
-            reference = IquitosTwin(
-                schema_path,
-                series,
-                self.reward_weights,
-                layout=layout,
-                ev_guarantee=self.ev_guarantee,
-                objective=self.objective,
-                tariff_weights=self.tariff.weights,
-                demand_period=self.demand_period,
-                observation=COMPACT,
-            )
-            return constant_action_rewards(reference, action)
-
-        rewards = [
-            cached_reference(
-                schema_path, "rewards", reference_key(schema_path, year, baseline, *options), lambda y=year: run(y)
-            )
-            for year in self.years
-        ]
-        return torch.tensor(np.concatenate(rewards), dtype=F64, device=self.device)
+    def hour_context(self) -> HourContext:
+        """What a controller above the env may read of the hour each env is at ([B] tensors, envs/hour_context.py):
+        the very PV, mall load, socket bands and BESS SOC the next step maps its action with."""
+        state = self._state
+        row = state.t.clamp_max(self.hours - 1) + self._row_offset
+        return HourContext(
+            pv_kw=self._hourly[row, 0],
+            mall_kw=self._hourly[row, 1],
+            bands=self._bands_at(row, state.soc[:, 1:]) if state.bands is None else state.bands,
+            bess_soc=state.soc[:, 0].to(F64),
+            in_peak_window=self._in_peak_window[row] > 0,
+            window_rest_kw=self._window_rest_kw[row],
+            window_rest_open=self._window_rest_open[row],
+            bess=self.site_config.bess,
+        )
 
     # ----- exact resume -------------------------------------------------------------------------
     def resume_state(self) -> dict[str, Any]:
@@ -516,16 +473,7 @@ class IquitosTwin(EnvBase):
 
         # The env's action -> each socket's kW inside its band -> the fraction of charger power CityLearn takes.
         if bands is None:
-            bands = socket_bands(
-                connected,
-                soc[:, 1:],
-                required,
-                self._hours_left[row],
-                self._battery_kwh,
-                self._charger_kw,
-                charger_efficiency=self.charger_efficiency,
-                guarantee=self.ev_guarantee,
-            )
+            bands = self._bands_at(row, soc[:, 1:])
         hourly, hourly_f32 = self._hourly[row], self._hourly_f32[row]
         in_window = self._in_peak_window[row]
         action = applied_action(
@@ -534,11 +482,8 @@ class IquitosTwin(EnvBase):
             pv_kw=hourly[:, 0],
             mall_kw=hourly[:, 1],
             bands=bands,
-            bess_soc=soc[:, 0].to(F64),
             in_peak_window=in_window > 0,
             bess=self.site_config.bess,
-            window_rest_kw=self._window_rest_kw[row],
-            window_rest_open=self._window_rest_open[row],
             idle_band=self.idle_band,
         )
         bess_action, socket_kw = cap_import(

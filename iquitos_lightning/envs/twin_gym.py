@@ -16,6 +16,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from iquitos_lightning.envs.hour_context import HourContext
 from iquitos_lightning.envs.twin import IquitosTwin
 from iquitos_lightning.envs.twin_site import TwinSite
 
@@ -40,6 +41,10 @@ class TwinGymEnv(gym.Env):
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
         return self.site.step(action)
+
+    def hour_context(self) -> HourContext:
+        """The hour the twin is at ([1] tensors, envs/hour_context.py), for a controller above the env."""
+        return self.site.twin.hour_context()
 
     def flows(self):
         return self.site.flows()

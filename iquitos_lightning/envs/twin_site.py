@@ -41,7 +41,9 @@ class TwinSite:
         return observation, {}
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
-        tensor = torch.as_tensor(np.asarray(action, dtype=np.float32))[None]
+        # float64 (the twin's own precision): a float32 action is the same number, a residual's float64 action
+        # (control/residual.py) is not rounded on its way in
+        tensor = torch.as_tensor(np.asarray(action, dtype=np.float64))[None]
         result = self.twin.step(TensorDict({"action": tensor}, batch_size=[1]))["next"]
         self.time_step += 1
         reward = float(result["reward"][0, 0])
@@ -49,8 +51,8 @@ class TwinSite:
         return result["observation"][0].numpy(), reward, bool(result["terminated"][0, 0]), False, {}
 
     def state(self) -> SiteState:
-        t = min(self.time_step, self.hours - 1)
         tables, state = self.twin.tables, self.twin._state
+        t = min(int(state.t[0]), self.hours - 1)  # the twin's own clock: also right when stepped past this wrapper
         connected = tables.connected[t]
         soc = state.soc[0].numpy().astype(np.float64)
         return SiteState(

@@ -50,7 +50,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from iquitos_lightning.console import command_console
 from iquitos_lightning.control.baselines import current_references, run_baselines
-from iquitos_lightning.envs.actions import RULE_RESIDUAL, SHAVER_RESIDUAL
 from iquitos_lightning.experiments.launchers import Launcher, LauncherOptions
 from iquitos_lightning.experiments.profiles import EXPERIMENTS, find_profile, profile_files
 from iquitos_lightning.profile.bases import profile_yaml
@@ -105,7 +104,7 @@ class RunSpec:
     overrides: tuple[str, ...]
     forecasts: str = PAST_DAYS  # what the agent knew of the coming hours (env.forecasts)
     train_site_seeds: tuple[int, ...] | None = None  # the site years it trained on (None: the evaluation year)
-    starts_from: str = "scratch"  # "scratch", or the hand-written prior its residual layout acts around
+    starts_from: str = "scratch"  # "scratch", or the hand-written controller its residual acts around (env.residual)
     # the site year whose evaluations chose the reported policy (env.validation_site_seed; None: the final policy)
     selection_seed: int | None = None
     tested_on: str | None = None  # with a selection year: the simulator of the final test of best.ckpt
@@ -254,8 +253,8 @@ def plan_runs(
                 information += f" (critic in training: {critic_sees})"
             years = env_setting(path, agent_overrides, "training.train_site_seeds", None)
             years = tuple(int(year) for year in yaml.safe_load(str(years))) if years not in (None, "null") else None
-            layout = str(env_setting(path, agent_overrides, "layout", "per_socket"))
-            prior = f"prior: {layout}" if layout in PRIOR_LAYOUTS else "scratch"
+            residual = env_setting(path, agent_overrides, "residual", None)  # the controller it acts around
+            prior = "scratch" if residual in (None, "null") else f"prior: {residual}"
             selection = env_setting(path, agent_overrides, "validation_site_seed", None)
             selection = None if selection in (None, "null") else int(selection)
             if restarts > 1 and selection is None:
@@ -335,8 +334,6 @@ def run_overrides(site_path: Path, seed: int, budget: int, period: int, run_dir:
 FORECASTS_KEY = "model.init_args.env.forecasts"
 CRITIC_FORECASTS_KEY = "model.init_args.env.training.critic_forecasts"
 HINDSIGHT_VARIANT = "hindsight"  # ``--agents <entry>+hindsight``: the entry with its critic's hindsight (split_entry)
-# Action layouts that act around a hand-written controller (envs/actions.py): their rows say so in the table.
-PRIOR_LAYOUTS = (RULE_RESIDUAL, SHAVER_RESIDUAL)
 
 
 def env_setting(path: Path, overrides: dict[str, str], name: str, default: Any) -> Any:

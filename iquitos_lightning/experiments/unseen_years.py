@@ -105,7 +105,8 @@ def agent_class(run_dir: Path) -> type:
 
 def agent_on_years(run_dir: Path, years: tuple[int, ...]) -> dict[int, dict[str, Any]]:
     """The run's ``best.ckpt`` (chosen on the selection year) on each test year: one deterministic episode each."""
-    from iquitos_lightning.envs.factory import make_year_env, site_env  # lazy: torch only for agent rows
+    from iquitos_lightning.agents.site_envs import make_agent_year_env  # lazy: torch only for agent rows
+    from iquitos_lightning.envs.factory import site_env  # lazy: as above
     from iquitos_lightning.training.quiet import plain_torchrl_lines
 
     plain_torchrl_lines()  # TorchRL's lines without colour codes in a log file, as `fit` prints them
@@ -116,7 +117,7 @@ def agent_on_years(run_dir: Path, years: tuple[int, ...]) -> dict[int, dict[str,
     agent.eval()
     rows = {}
     for seed in years:
-        env = make_year_env(agent.env_config, seed)
+        env = make_agent_year_env(agent.env_config, seed)
         agent.evaluate_episode(0, env)
         site = site_env(env)
         flows = site.flows()

@@ -1,6 +1,6 @@
 """What the site knows of its coming hours: the forecasts every controller and agent plans with.
 
-Why one module: an agent's observation, the priors it acts around (envs/shaver_prior.py) and the
+Why one module: an agent's observation, the controllers it acts around (control/peak_shaver.py) and the
 references it is compared with (control/tariff_rule.py, control/mpc.py) must plan with the same
 information, or a table compares an oracle with a site. Two kinds (``env.forecasts``):
 

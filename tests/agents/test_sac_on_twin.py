@@ -8,6 +8,7 @@ import torch
 from agents_testkit import cpu_trainer
 
 from iquitos_lightning.agents import SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
+from iquitos_lightning.control.residual import ResidualAction
 from iquitos_lightning.envs.env_config import Backend, TrainingAids
 from iquitos_lightning.envs.hindsight import HINDSIGHT
 
@@ -37,7 +38,8 @@ def residual_sac(tmp_path: Path, **overrides) -> SAC:
         env=EnvConfig(
             site=TINY,
             data_root=str(tmp_path / "data"),
-            layout="rule_residual",
+            layout="fleet",
+            residual="rule",
             backend=Backend(train="twin", num_envs=4),
         ),
         rollout=RolloutConfig(frame_budget=64, frames_per_batch=32, eval_every_frames=64, eval_episodes=0),
@@ -56,7 +58,8 @@ def test_a_zero_mean_start_acts_exactly_as_the_rule(tmp_path):
     state = agent.train_env.reset()
     with set_interaction_type(InteractionType.DETERMINISTIC):
         action = agent.actor(state.clone())["action"]
-    assert action.abs().max().item() == 0.0  # residual 0 = the rule-based controller (tests/envs/test_twin.py)
+    assert action.abs().max().item() == 0.0  # residual 0 = the rule-based controller (tests/control/test_residual.py)
+    assert isinstance(agent.train_env.transform, ResidualAction)  # the wrapper above the env maps it around the rule
     scale = agent.actor.module[0](state.clone())["scale"]
     assert torch.allclose(scale, torch.full_like(scale, 0.1))
 

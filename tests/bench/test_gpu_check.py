@@ -240,7 +240,10 @@ def test_the_fits_check_runs_its_fits_through_the_cli_and_reports_each_row(tmp_p
     from iquitos_lightning.bench.gpu_check import gpu_profile_fits
 
     smoke = profile_yaml(REPO / "configs" / "smoke.yaml")
-    smoke["model"]["init_args"]["env"] |= {"backend": {"train": "twin", "num_envs": 16}, "data_root": str(REPO / "data")}
+    smoke["model"]["init_args"]["env"] |= {
+        "backend": {"train": "twin", "num_envs": 16},
+        "data_root": str(REPO / "data"),
+    }
     smoke["model"]["init_args"]["rollout"]["frames_per_batch"] = 4096  # 4 rollouts: the first, then 3 timed
     smoke["model"]["init_args"] |= {"updates_per_frame": 0.005, "init_random_frames": 4096}
     (tmp_path / "tiny_cpu.yaml").write_text(yaml.safe_dump(smoke))

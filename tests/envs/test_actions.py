@@ -15,9 +15,7 @@ from iquitos_lightning.envs.actions import (
     GUARANTEE_MARGIN_KWH,
     LAYOUTS,
     PER_SOCKET,
-    RULE_RESIDUAL,
     SELF_CONSUMPTION_WINDOW,
-    SHAVER_RESIDUAL,
     action_count,
     around_prior,
     fleet_power,
@@ -109,8 +107,8 @@ def test_an_unplugged_socket_has_an_empty_band_whatever_its_stale_soc_says() -> 
 
 
 def test_action_count_per_layout_and_an_unknown_layout_is_refused() -> None:
-    assert LAYOUTS == (PER_SOCKET, FLEET, RULE_RESIDUAL, SELF_CONSUMPTION_WINDOW, SHAVER_RESIDUAL)
-    assert [action_count(layout, 4) for layout in LAYOUTS] == [5, 2, 2, 4, 2]
+    assert LAYOUTS == (PER_SOCKET, FLEET, SELF_CONSUMPTION_WINDOW)
+    assert [action_count(layout, 4) for layout in LAYOUTS] == [5, 2, 4]
     assert action_count(PER_SOCKET, 1) == 2
     assert action_count("".join(["per_", "socket"]), 4) == 5  # a layout read from a config: an equal, other str
     with pytest.raises(ValueError, match="env.layout must be one of .*'per_sockets'"):
@@ -123,7 +121,7 @@ def test_socket_power_reads_the_socket_actions_or_the_fleet_action_never_the_bes
     for bess in (-1.0, 0.9):
         per_socket = socket_power(read_from_config, np.array([bess, -1.0, 1.0, 0.0, 0.5]), bands)
         np.testing.assert_allclose(per_socket, [0.4, 0.4, 0.6, 0.0], atol=1e-5)
-        for layout in (FLEET, RULE_RESIDUAL):
+        for layout in (FLEET, SELF_CONSUMPTION_WINDOW):  # the window layout's is the fleet action it was turned into
             np.testing.assert_allclose(
                 socket_power(layout, np.array([bess, 0.0]), bands), [1.8, 0.4, 0.0, 0.0], atol=1e-5
             )

@@ -34,9 +34,7 @@ def test_specs_without_a_site_build_match_the_built_env(actions: str, objective:
         ("per_socket", "thesis", 20 + 4 * 128),  # auto keeps the per-socket block for per-socket actions
         ("per_socket", "tariff", 64 + 4 * 128),
         ("fleet", "thesis", 26),  # auto is compact for the fleet-level layouts
-        ("rule_residual", "thesis", 26),
         ("self_consumption_window", "tariff", 70),
-        ("shaver_residual", "tariff", 70),
     ],
 )
 def test_auto_observation_width_on_the_default_site(actions: str, objective: str, width: int) -> None:

@@ -15,7 +15,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from iquitos_lightning.envs.actions import FLEET, PER_SOCKET, SHAVER_RESIDUAL
+from iquitos_lightning.envs.actions import FLEET, PER_SOCKET
 from iquitos_lightning.envs.env_config import Backend, EnvConfig, TrainingAids
 from iquitos_lightning.envs.factory import make_env
 from iquitos_lightning.envs.site_data import built_site, site_year, site_years
@@ -64,9 +64,7 @@ def test_past_days_forecasts_are_the_mean_of_the_same_hours_before() -> None:
         forecast_table(values, [1], "tomorrow")
 
 
-@pytest.mark.parametrize(
-    ("layout", "objective"), [(FLEET, "tariff"), (SHAVER_RESIDUAL, "tariff"), (PER_SOCKET, "thesis")]
-)
+@pytest.mark.parametrize(("layout", "objective"), [(FLEET, "tariff"), (PER_SOCKET, "thesis")])
 def test_no_observation_before_hour_t_depends_on_the_series_after_t_unless_oracle(
     data_root: Path, layout: str, objective: str
 ) -> None:

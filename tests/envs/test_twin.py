@@ -22,7 +22,7 @@ from torchrl.envs.utils import step_mdp
 from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
 from iquitos_lightning.bench.equivalence import citylearn_trajectory, compare, twin_trajectories
 from iquitos_lightning.control.references import RuleBasedController, UncontrolledController
-from iquitos_lightning.envs.actions import RULE_RESIDUAL, SELF_CONSUMPTION_WINDOW, SHAVER_RESIDUAL
+from iquitos_lightning.envs.actions import SELF_CONSUMPTION_WINDOW
 from iquitos_lightning.envs.citylearn import IquitosEnv, make_iquitos_env
 from iquitos_lightning.envs.env_config import Backend
 from iquitos_lightning.envs.factory import make_env, site_env
@@ -276,44 +276,16 @@ def test_sac_on_the_twin_stores_one_buffer_row_per_transition(data_root: Path) -
     )
 
 
-# ----- the rule_residual layout (envs/rule_prior.py): 0 is the rule, and the twin replays it as CityLearn
-def _episode_kpis(env, actions) -> tuple[dict[str, float], float]:
-    env.reset()
-    total = 0.0
-    for action in actions:
-        total += env.step(np.asarray(action, dtype=np.float32))[1]
-    return compute_kpis(env.flows(), env.departures(), env.site_config), total
-
-
-def test_a_zero_residual_is_the_rule_based_controller(data_root: Path) -> None:
-    rule_env = make_iquitos_env(TINY, data_root=data_root)
-    reference = citylearn_trajectory(rule_env, controller_source(RuleBasedController(rule_env.site_config)))
-    residual_env = make_iquitos_env(TINY, data_root=data_root, layout=RULE_RESIDUAL)
-    zero = np.zeros((residual_env.hours, 2))
-    kpis, total = _episode_kpis(residual_env, zero)
-    for name in ("grid_import_kwh", "co2_kg", "cost", "peak_import_kw", "ev_energy_served_kwh"):
-        assert kpis[name] == pytest.approx(reference.kpis[name], rel=1e-6, abs=1e-6), name
-    assert kpis["bess_equivalent_full_cycles"] == pytest.approx(reference.kpis["bess_equivalent_full_cycles"], rel=1e-6)
-    assert total == pytest.approx(float(reference.rewards.sum()), rel=1e-6)
-    # A residual changes what happens (the layout is not the rule whatever the agent says).
-    pushed, _ = _episode_kpis(residual_env, np.tile([[0.5, 0.5]], (residual_env.hours, 1)))
-    assert pushed["bess_equivalent_full_cycles"] != pytest.approx(kpis["bess_equivalent_full_cycles"], rel=1e-3)
-
-
+# ----- the derived layouts: the agent's action turned into a fleet one from the hour's state, in both simulators
 @pytest.mark.parametrize(
     ("layout", "objective"),
-    [
-        (RULE_RESIDUAL, "thesis"),
-        (RULE_RESIDUAL, "tariff"),
-        (SELF_CONSUMPTION_WINDOW, "thesis"),
-        (SELF_CONSUMPTION_WINDOW, "tariff"),
-        (SHAVER_RESIDUAL, "tariff"),
-    ],
+    [(SELF_CONSUMPTION_WINDOW, "thesis"), (SELF_CONSUMPTION_WINDOW, "tariff")],
 )
 def test_the_twin_equals_citylearn_with_the_derived_layouts(data_root: Path, layout: str, objective: str) -> None:
-    """The derived layouts turn the agent's action into a ``fleet`` one from the hour's state, in both simulators."""
+    """The derived layout turns the agent's action into a ``fleet`` one from the hour's state, in both simulators (a
+    residual agent's wrapper above the env: tests/control/test_residual.py)."""
     env = make_iquitos_env(TINY, data_root=data_root, layout=layout, objective=objective)
-    extremes, count = random_source(6), env.action_space.shape[0]  # 2 actions, 4 in the window layout
+    extremes, count = random_source(6), env.action_space.shape[0]  # 4 in the window layout
     sources = {
         "zero": lambda observation, state: np.zeros(count),
         "random": lambda o, s: 0.5 * random_source(3)(o, s)[:count],

@@ -1,10 +1,9 @@
-"""Training twins see the year: staggered or random episode starts, episodes of a chosen length, the month's
-peak a reference run of the year has at the start hour (envs/start_peak.py), and a saved state they go on from
-mid-episode (exact resume)."""
+"""Training twins see the year: staggered or random episode starts, episodes of a chosen length, and a saved state
+they go on from mid-episode (exact resume). The month's peak a reference run has at the start hour (the start peaks,
+handed to the twin as a table) is tested with the run that makes it: tests/control/test_reference_tables.py."""
 
 from __future__ import annotations
 
-import dataclasses
 import io
 from pathlib import Path
 
@@ -14,8 +13,7 @@ import torch
 from tensordict import TensorDict
 
 from iquitos_lightning.envs.actions import socket_bands
-from iquitos_lightning.envs.env_config import Backend, EnvConfig, TrainingAids
-from iquitos_lightning.envs.factory import make_env
+from iquitos_lightning.envs.env_config import EnvConfig, TrainingAids
 from iquitos_lightning.envs.twin import make_twin
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml"  # 7 days: 168 hours
@@ -69,75 +67,8 @@ def test_the_default_twin_still_runs_citylearns_year_from_hour_zero(data_root: P
 
 
 def test_start_schedules_are_refused_off_the_twin() -> None:
-    with pytest.raises(ValueError, match="training.start: the twin's training aids need backend.train: twin"):
+    with pytest.raises(ValueError, match="twin backend"):
         EnvConfig(training=TrainingAids(start="staggered"))
-
-
-def _reference_peak_at(data_root: Path, hours: list[int], demand_period: str = "month") -> list[float]:
-    """The peak shaver's billed peak-to-date at the start of each of ``hours``: its zero action from hour 0."""
-    shaver = make_twin(TINY, data_root=data_root, layout="shaver_residual", objective="tariff",
-                       demand_period=demand_period)  # fmt: skip
-    shaver.reset()
-    peaks = {}
-    for hour in range(max(hours) + 1):
-        peaks[hour] = float(shaver.peak_to_date_kw[0])
-        _run(shaver, 1)
-    return [peaks[hour] for hour in hours]
-
-
-def _observed_peak_kw(twin, observation: torch.Tensor) -> torch.Tensor:
-    return observation[:, twin.tables.peak_index]
-
-
-def test_a_mid_month_start_begins_at_the_reference_runs_peak_in_state_and_observation(data_root: Path) -> None:
-    twin = make_twin(TINY, data_root=data_root, num_envs=4, start="staggered", episode_hours=24, objective="tariff")
-    for starts in ([0, 42, 84, 126], [24, 66, 108, 150]):  # the first episodes, then (after 24 h) the next ones
-        if starts[0]:
-            _run(twin, 24)
-        observation = twin.reset()["observation"]
-        assert twin._state.t.tolist() == starts
-        expected = _reference_peak_at(data_root, starts)
-        assert [peak > 0.0 for peak in expected] == [start > 0 for start in starts]  # hour 0 opens the month
-        assert twin.peak_to_date_kw.tolist() == expected
-        scaled = torch.tensor(expected, dtype=torch.float64) / twin.tables.peak_scale
-        assert torch.equal(_observed_peak_kw(twin, observation), scaled.to(torch.float32))
-    zero = make_twin(TINY, data_root=data_root, num_envs=4, start="staggered", objective="tariff", start_peak="zero")
-    observation = zero.reset()["observation"]
-    assert zero.peak_to_date_kw.tolist() == [0.0] * 4 and not _observed_peak_kw(zero, observation).any()
-
-
-def test_random_starts_and_the_daily_demand_period_take_their_own_reference(data_root: Path) -> None:
-    twin = make_twin(TINY, data_root=data_root, num_envs=6, start="random", episode_hours=24, seed=1,
-                     objective="tariff")  # fmt: skip
-    twin.reset()
-    starts = twin._state.t.tolist()
-    expected = _reference_peak_at(data_root, starts)
-    assert twin.peak_to_date_kw.tolist() == expected and max(expected) > 0.0
-    # Daily: the peak restarts each midnight; 8 staggered envs start at hours 0, 21, 42...: 21 h is in the window.
-    daily = make_twin(TINY, data_root=data_root, num_envs=8, start="staggered", objective="tariff", demand_period="day")
-    daily.reset()
-    starts = daily._state.t.tolist()
-    expected = _reference_peak_at(data_root, starts, "day")
-    assert daily.peak_to_date_kw.tolist() == expected and expected[1] > 0.0 and expected[0] == expected[4] == 0.0
-    assert expected != _reference_peak_at(data_root, starts)  # the monthly reference would be another
-
-
-def test_start_peak_is_a_twin_training_matter_and_a_bad_value_is_refused(data_root: Path) -> None:
-    # From hour 0 the peak truly is 0: no reference is run (the twin stays CityLearn's episode, test_twin.py).
-    assert make_twin(TINY, data_root=data_root, objective="tariff")._start_peaks is None
-    assert make_twin(TINY, data_root=data_root, start="staggered")._start_peaks is None  # thesis: no peak
-    config = EnvConfig(
-        site=str(TINY),
-        data_root=str(data_root),
-        objective="tariff",
-        backend=Backend(train="twin", num_envs=2),
-        training=TrainingAids(start="staggered", episode_hours=24, start_peak="zero"),
-    )
-    assert make_env(config)._start_peaks is None
-    config.training = dataclasses.replace(config.training, start_peak="reference")
-    assert make_env(config)._start_peaks is not None
-    with pytest.raises(ValueError, match="env.training.start_peak must be one of .*'month'"):
-        EnvConfig(training=TrainingAids(start_peak="month"))
 
 
 def _saved_and_loaded(value: object) -> object:

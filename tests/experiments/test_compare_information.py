@@ -40,8 +40,8 @@ def test_an_oracle_entry_is_the_profile_with_oracle_forecasts_and_rows_say_what_
     markdown = comparison_markdown(table)
     assert "| starts from | knew ahead | trained on (site seeds) |" in markdown
     assert "| ppo+oracle (1 seeds) | scratch | oracle | 30, 31 |" in markdown
-    residual = plan_runs(TINY, ["sac"], 1, 100, "cpu", tmp_path, ["model.init_args.env.layout=shaver_residual"])
-    assert residual[0].starts_from == "prior: shaver_residual"  # a row that starts from a hand-written controller
+    residual = plan_runs(TINY, ["sac"], 1, 100, "cpu", tmp_path, ["model.init_args.env.residual=shaver"])
+    assert residual[0].starts_from == "prior: shaver"  # a row that starts from a hand-written controller
     assert residual[0].train_site_seeds == (2030, 2031, 2032, 2033)  # the card's SAC trains on other years
     with pytest.raises(CompareError, match="forecast kind"):
         plan_runs(TINY, ["ppo+tomorrow"], 1, 100, "cpu", tmp_path)

@@ -1,5 +1,5 @@
-"""Reference runs are kept beside the site (envs/reference_runs.py): the next process reads what the first ran, other
-inputs or other envs code run them again, and a corrupt or unwritable cache costs only the run."""
+"""Reference runs are kept beside the site (control/reference_runs.py): the next process reads what the first ran,
+other inputs or other code run them again, and a corrupt or unwritable cache costs only the run."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
-from iquitos_lightning.envs import reference_runs
-from iquitos_lightning.envs.reference_runs import CACHE_FOLDER, cache_path, cached_reference
-from iquitos_lightning.envs.twin import make_twin
+from iquitos_lightning.control import reference_runs
+from iquitos_lightning.control.reference_runs import CACHE_FOLDER, cache_path, cached_reference
+from iquitos_lightning.control.reference_tables import reference_tables
+from iquitos_lightning.envs.env_config import Backend, EnvConfig, TrainingAids
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml"  # 7 days: 168 hours
 
@@ -20,27 +20,35 @@ def _as_a_new_process(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reference_runs, "_IN_PROCESS", {})
 
 
-def _training_twin(data_root: Path, demand_period: str = "month"):
-    return make_twin(TINY, data_root=data_root, num_envs=4, start="staggered", episode_hours=24, objective="tariff",
-                     demand_period=demand_period)  # fmt: skip
+def _start_peaks(data_root: Path, demand_period: str = "month") -> np.ndarray:
+    """The start peaks a training twin of the tiny site reads (the peak shaver's run: control/reference_tables.py)."""
+    config = EnvConfig(
+        site=str(TINY),
+        data_root=str(data_root),
+        objective="tariff",
+        demand_period=demand_period,
+        backend=Backend(train="twin", num_envs=4),
+        training=TrainingAids(start="staggered", episode_hours=24),
+    )
+    return reference_tables(config).start_peaks
 
 
-def test_a_training_twins_reference_peaks_are_read_back_by_the_next_process(
+def test_a_training_twins_start_peaks_are_read_back_by_the_next_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first = _training_twin(tmp_path)
+    first = _start_peaks(tmp_path)
     assert len(list(tmp_path.rglob(f"{CACHE_FOLDER}/peaks-*.npy"))) == 1
     _as_a_new_process(monkeypatch)
     with monkeypatch.context() as patched:  # the peak shaver's year must not run again
-        patched.setattr("iquitos_lightning.envs.twin.peak_at_each_step", lambda env: pytest.fail("ran again"))
-        second = _training_twin(tmp_path)
-    assert torch.equal(first._start_peaks, second._start_peaks) and first._start_peaks.any()
-    daily = _training_twin(tmp_path, demand_period="day")  # another input: its own run and file
+        patched.setattr("iquitos_lightning.control.reference_tables.run_constant_action", lambda *a: pytest.fail("ran"))
+        second = _start_peaks(tmp_path)
+    assert np.array_equal(first, second) and first.any()
+    daily = _start_peaks(tmp_path, demand_period="day")  # another input: its own run and file
     assert len(list(tmp_path.rglob(f"{CACHE_FOLDER}/peaks-*.npy"))) == 2
-    assert not torch.equal(daily._start_peaks, first._start_peaks)
+    assert not np.array_equal(daily, first)
 
 
-def test_other_envs_code_runs_the_reference_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_other_code_runs_the_reference_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     schema = tmp_path / "site" / "schema.json"
     runs = []
     first = cached_reference(schema, "peaks", "key", lambda: runs.append(1) or np.arange(3.0))

@@ -1,15 +1,16 @@
-"""Reference runs of a site year (the peak shaver's peaks, a baseline controller's rewards), kept in memory and on
-disk beside the site they were run on.
+"""Reference runs of a site year (the peak shaver's peaks, a baseline controller's rewards), kept in memory and on disk
+beside the site they were run on.
 
-Why: every training twin with the default ``start_peak: reference`` runs the peak shaver over each of its years in a
-one-env twin before the first step (envs/start_peak.py). With four training years that is ~30 s of every fit's
-start on the 2-core machine, and ~50 s on a lent GPU machine, where each second is counted: eight whole fits of a
-GPU check spent four minutes of a fifteen-minute loan recomputing the same arrays. A run's result is a function of
-the site files, the series, the options and the code, so it is stored under a digest of all four
-(``<site folder>/reference-runs/<kind>-<digest>.npy``) and read back by the next process. The digest of the code is
-the bytes of every module of the packages a reference run computes with (``iquitos_lightning/envs`` and
-``iquitos_lightning/site``: physics, layouts, objectives, forecasts): any change to them runs the references
-again. A folder that cannot be written keeps the process cache only.
+Why: every training twin with the default ``start_peak: reference`` needs the peak shaver's run over each of its years
+in a one-env twin before the first step (envs/start_peak.py, control/reference_tables.py). With four training years that
+is ~30 s of every fit's start on the 2-core machine, and ~50 s on a lent GPU machine, where each second is counted:
+eight whole fits of a GPU check spent four minutes of a fifteen-minute loan recomputing the same arrays. A run's result
+is a function of the site files, the series, the options and the code, so it is stored under a digest of all four
+(``<site folder>/reference-runs/<kind>-<digest>.npy``) and read back by the next process. The digest of the code is the
+bytes of every module a reference run computes with (the packages ``iquitos_lightning/envs`` and
+``iquitos_lightning/site``: physics, layouts, objectives, forecasts; and the controllers and the residual wrapper of
+``control/`` it runs): any change to them runs the references again. A folder that cannot be written keeps the process
+cache only.
 """
 
 from __future__ import annotations
@@ -28,14 +29,18 @@ _IN_PROCESS: dict[str, np.ndarray] = {}
 
 
 CODE_PACKAGES = ("envs", "site")  # under iquitos_lightning/: what a reference run computes with
+# the modules of control/ a reference run runs: its controllers, the residual wrapper, the runs themselves
+CONTROL_MODULES = ("fleet_rule.py", "peak_shaver.py", "residual.py", "reference_tables.py")
 
 
 @cache
 def code_digest() -> str:
-    """A digest of the source a reference run computes with (``CODE_PACKAGES``)."""
+    """A digest of the source a reference run computes with (``CODE_PACKAGES`` and ``CONTROL_MODULES``)."""
     root = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
-    for module in sorted(path for package in CODE_PACKAGES for path in (root / package).glob("*.py")):
+    modules = [path for package in CODE_PACKAGES for path in (root / package).glob("*.py")]
+    modules += [root / "control" / name for name in CONTROL_MODULES]
+    for module in sorted(modules):
         digest.update(f"{module.parent.name}/{module.name}".encode())
         digest.update(module.read_bytes())
     return digest.hexdigest()

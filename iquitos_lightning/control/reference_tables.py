@@ -1,0 +1,159 @@
+"""The reference runs a training twin reads as tables: the peak shaver's start peaks, a baseline controller's rewards.
+
+Why here, above the env: a reference run runs a controller (the peak shaver of control/peak_shaver.py, the rule of
+control/fleet_rule.py, or the uncontrolled constant action) over each year of a training twin from hour 0, in a
+one-env twin of that year, and the env runs no controller. The series are handed to the training twin as
+:class:`~iquitos_lightning.envs.reference_tables.ReferenceTables` (envs/factory.py ``make_env(references=...)``).
+
+- ``start_peak: reference`` (envs/start_peak.py): the billed peak-to-date at the start of every step of the peak
+  shaver's run with the twin's demand period, EV guarantee and forecasts, in the ``fleet`` layout through the
+  residual wrapper with a zero action (control/residual.py);
+- ``reward_baseline`` (envs/reward_baseline.py): the reward at every step of the uncontrolled controller (the
+  ``fleet`` action (0, +1): BESS idle, every socket at the top of its band) or of the rule-based controller, with the
+  twin's objective, demand period and EV guarantee.
+
+Each year's run depends on the site files, the series, those options and the code alone, so it is kept on disk beside
+the site (control/reference_runs.py) and the next fit reads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tensordict import TensorDict
+from torchrl.envs import EnvBase
+
+from iquitos_lightning.control.fleet_rule import FleetRule
+from iquitos_lightning.control.peak_shaver import PeakShaver
+from iquitos_lightning.control.reference_runs import cached_reference
+from iquitos_lightning.control.residual import Prior, with_residual
+from iquitos_lightning.envs import objectives
+from iquitos_lightning.envs.actions import FLEET
+from iquitos_lightning.envs.factory import EnvConfig, training_years
+from iquitos_lightning.envs.reference_tables import NO_REFERENCES, ReferenceTables, needs_start_peaks
+from iquitos_lightning.envs.reward import RewardWeights
+from iquitos_lightning.envs.reward_baseline import NO_BASELINE, RULE
+from iquitos_lightning.envs.site_data import built_site
+from iquitos_lightning.envs.site_tables import COMPACT
+from iquitos_lightning.envs.twin import IquitosTwin
+from iquitos_lightning.site.series import SiteSeries
+
+UNCONTROLLED_FLEET_ACTION = (0.0, 1.0)  # the fleet layout's BESS idle, every socket at the top of its band
+ZERO_RESIDUAL = (0.0, 0.0)  # a residual agent's action that is its controller's
+
+
+def reference_tables(config: EnvConfig) -> ReferenceTables:
+    """The tables ``config``'s training twin needs (none but for a twin-backend Iquitos run whose
+    ``training.start_peak`` or ``training.reward_baseline`` asks for them), one value per row of its stacked years."""
+    if not config.on_twin:
+        return NO_REFERENCES
+    aids = config.training
+    peaks = needs_start_peaks(aids.start_peak, aids.start, config.objective)
+    if not peaks and aids.reward_baseline == NO_BASELINE:
+        return NO_REFERENCES
+    build = built_site(config.site, Path(config.data_root))
+    years = training_years(config) or [build.series]
+    options = RunOptions(
+        Path(build.schema_path), config.ev_guarantee, config.objective, config.demand_period, config.forecasts
+    )
+    return ReferenceTables(
+        start_peaks=np.concatenate([start_peaks(options, year) for year in years]) if peaks else None,
+        baseline_rewards=(
+            np.concatenate([baseline_rewards(options, year, aids.reward_baseline) for year in years])
+            if aids.reward_baseline != NO_BASELINE
+            else None
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What a reference run of a year depends on besides the year: the site's physics and the twin's options."""
+
+    schema_path: Path
+    ev_guarantee: bool
+    objective: str
+    demand_period: str
+    forecasts: str
+
+
+def start_peaks(options: RunOptions, year: SiteSeries) -> np.ndarray:
+    """[T] the billed peak-to-date at the start of every step of the peak shaver's run of ``year`` from hour 0."""
+    key_options = (options.demand_period, options.ev_guarantee, options.forecasts)
+
+    def run() -> np.ndarray:
+        twin = IquitosTwin(
+            options.schema_path,
+            year,
+            layout=FLEET,
+            ev_guarantee=options.ev_guarantee,
+            objective=objectives.TARIFF,
+            demand_period=options.demand_period,
+            forecasts=options.forecasts,
+        )
+        peaks = np.empty(twin.hours)
+
+        def before_step(step: int) -> None:
+            peaks[step] = float(twin.peak_to_date_kw[0])
+
+        run_constant_action(with_residual(twin, PeakShaver(), FLEET), ZERO_RESIDUAL, twin.hours, before_step)
+        return peaks
+
+    key = reference_key(options.schema_path, year, *key_options)
+    return cached_reference(options.schema_path, "peaks", key, run)
+
+
+def baseline_rewards(options: RunOptions, year: SiteSeries, baseline: str) -> np.ndarray:
+    """[T] the reward of every step of the baseline controller's run of ``year`` from hour 0 (``uncontrolled``: the
+    ``fleet`` action (0, +1); ``rule``: the rule-based controller), scored on the year's own reward scales."""
+    weights, tariff_weights = RewardWeights(), objectives.TariffWeights()
+    key_options = (options.objective, options.demand_period, options.ev_guarantee, weights, tariff_weights)
+
+    def run() -> np.ndarray:
+        twin = IquitosTwin(
+            options.schema_path,
+            year,
+            weights,
+            layout=FLEET,
+            ev_guarantee=options.ev_guarantee,
+            objective=options.objective,
+            tariff_weights=tariff_weights,
+            demand_period=options.demand_period,
+            observation=COMPACT,
+        )
+        prior: Prior | None = FleetRule() if baseline == RULE else None
+        env = twin if prior is None else with_residual(twin, prior, FLEET)
+        action = ZERO_RESIDUAL if prior is not None else UNCONTROLLED_FLEET_ACTION
+        return run_constant_action(env, action, twin.hours)
+
+    key = reference_key(options.schema_path, year, baseline, *key_options)
+    return cached_reference(options.schema_path, "rewards", key, run)
+
+
+def run_constant_action(
+    env: EnvBase, action: tuple[float, float], hours: int, before_step: Callable[[int], None] | None = None
+) -> np.ndarray:
+    """[T] float64: the reward of every step of one episode of the one-env ``env`` from hour 0 with one action
+    throughout; ``before_step(step)`` is called before each step (to read the env's state there)."""
+    env.reset()
+    command = TensorDict({"action": torch.tensor([action])}, batch_size=[1])
+    rewards = np.empty(hours)
+    for step in range(hours):
+        if before_step is not None:
+            before_step(step)
+        rewards[step] = float(env.step(command)["next", "reward"][0, 0])
+    return rewards
+
+
+def reference_key(schema_path: Path, series: SiteSeries, *options: object) -> str:
+    """A digest of everything the reference run depends on: the schema's physics, the series and ``options``."""
+    digest = hashlib.sha256(Path(schema_path).read_bytes())
+    for values in (series.pv_kw, series.mall_kw, series.price_per_kwh, series.sessions.to_numpy(dtype=float)):
+        digest.update(np.ascontiguousarray(values, dtype=float).tobytes())
+    digest.update(repr((series.config, *options)).encode())
+    return digest.hexdigest()
