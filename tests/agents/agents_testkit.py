@@ -11,6 +11,7 @@ import lightning.pytorch as pl
 import torch
 
 from iquitos_lightning.agents import SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
+from iquitos_lightning.training.callbacks.evaluation import PolicyEvaluation
 from iquitos_lightning.training.callbacks.frame_checkpoint import FrameCheckpoint
 
 
@@ -71,6 +72,8 @@ class SigkillAfterFrames(pl.Callback):
 
 
 def cpu_trainer(root: Path | None = None, callbacks: list[pl.Callback] | None = None, **kwargs: Any) -> pl.Trainer:
+    """A CPU Trainer as the CLI builds one for an agent: with :class:`PolicyEvaluation` (what plays and logs the
+    evaluations) before ``callbacks``."""
     settings: dict[str, Any] = {
         "accelerator": "cpu",
         "devices": 1,
@@ -80,7 +83,7 @@ def cpu_trainer(root: Path | None = None, callbacks: list[pl.Callback] | None = 
         "enable_progress_bar": False,
         "enable_model_summary": False,
         "enable_checkpointing": root is not None,
-        "callbacks": callbacks or [],
+        "callbacks": [PolicyEvaluation(), *(callbacks or [])],
         "default_root_dir": str(root) if root else None,
     }
     settings.update(kwargs)
