@@ -34,14 +34,17 @@ def test_the_checked_step_clips_and_steps_as_torchs_clip_grad_norm(clip_to: floa
     reference_optimizer.zero_grad()
     reference(inputs).square().mean().backward()
     parameters = list(reference.parameters())
-    norm = torch.nn.utils.clip_grad_norm_(parameters, clip_to) if clip_to else torch.nn.utils.get_total_norm(
-        [p.grad for p in parameters]
+    norm = (
+        torch.nn.utils.clip_grad_norm_(parameters, clip_to)
+        if clip_to
+        else torch.nn.utils.get_total_norm([p.grad for p in parameters])
     )
     reference_optimizer.step()
 
     assert step.applied and step.gradient_norm is not None
     assert torch.equal(step.gradient_norm, norm) and float(norm) > 1e-3  # the clip was active
-    assert all(torch.equal(ours, theirs) for ours, theirs in zip(network.parameters(), reference.parameters()))
+    pairs = zip(network.parameters(), reference.parameters(), strict=True)
+    assert all(torch.equal(ours, theirs) for ours, theirs in pairs)
 
 
 def test_a_non_finite_gradient_skips_the_step_and_says_which_term():
@@ -54,7 +57,7 @@ def test_a_non_finite_gradient_skips_the_step_and_says_which_term():
         check=True, gradients_checked_by_scaler=False, clip_to=0.5,
     )  # fmt: skip
     assert not step.applied and step.fault == "loss_x"
-    assert all(torch.equal(p, q) for p, q in zip(network.parameters(), before))
+    assert all(torch.equal(p, q) for p, q in zip(network.parameters(), before, strict=True))
 
 
 @pytest.mark.parametrize("agent_class", [PPO, A2C], ids=["ppo", "a2c"])
