@@ -32,13 +32,14 @@ from typing import Any, ClassVar
 
 import lightning.pytorch as pl
 import torch
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
 from torchrl.envs import EnvBase
 
 from iquitos_lightning.agents.collection import CollectorStream, RolloutCollection
 from iquitos_lightning.agents.config import RolloutConfig, as_config, check_rollout_config, evaluation_period, plain
+from iquitos_lightning.agents.contract import PlaysEvaluations
 from iquitos_lightning.agents.episodes import play_episode
 from iquitos_lightning.agents.guards import NonFiniteGuard
 from iquitos_lightning.agents.health_signals import HealthSignals
@@ -299,6 +300,19 @@ class RLAgent(MovesDistributionBounds, GuardedUpdates, CheckpointedState, pl.Lig
 
     def test_step(self, episode: int, batch_idx: int) -> None:
         """Nothing: :class:`~iquitos_lightning.training.callbacks.PolicyEvaluation` plays and logs the episode."""
+
+    def on_validation_start(self) -> None:
+        self._warn_without_evaluation()
+
+    def on_test_start(self) -> None:
+        self._warn_without_evaluation()
+
+    def _warn_without_evaluation(self) -> None:
+        if not any(isinstance(callback, PlaysEvaluations) for callback in self.trainer.callbacks):
+            rank_zero_warn(
+                "no PolicyEvaluation among the Trainer's callbacks: the evaluation episodes are not played or logged "
+                "(add callbacks=[iquitos_lightning.callbacks.PolicyEvaluation()]; the CLI adds it)"
+            )
 
     def evaluate_episode(self, episode: int, env: EnvBase | None = None) -> tuple[float, TensorDictBase]:
         """Return and rollout of evaluation episode ``episode`` of ``env`` (the evaluation env unless given) under

@@ -41,3 +41,11 @@ def frame_budget(module: object) -> int | None:
     if not isinstance(module, FrameCounting) or module.frame_budget is None:
         return None
     return int(module.frame_budget)
+
+
+@runtime_checkable
+class PlaysEvaluations(Protocol):
+    """A callback that plays and logs an agent's evaluation episodes (``training.callbacks.PolicyEvaluation``): what
+    an agent's validation and test need, since its own ``validation_step`` only hands out the episode."""
+
+    def evaluation_flows(self) -> object: ...
