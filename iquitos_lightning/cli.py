@@ -11,6 +11,8 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
   (:class:`~iquitos_lightning.training.callbacks.best_checkpoint.BestCheckpoint`: ``best.ckpt`` beside them, the
   best evaluation on the selection year when ``env.validation_site_seed`` is set);
 - GPU-only settings adapted to a CPU machine once (:mod:`iquitos_lightning.profile.devices`);
+- the evaluation of the policy (:class:`~iquitos_lightning.training.callbacks.PolicyEvaluation`: ``val/*``,
+  ``select/*``, ``test/*``), added to every command unless ``trainer.callbacks`` names one;
 - the observing callbacks, each a configurable group (``--step_rate.*``, ``--vram.*``, ``--oom.*``,
   ``--report.*``, ``--health.*``) and the frames-counting rich progress bar whenever the progress bar is on;
 - tracking (:mod:`iquitos_lightning.training.tracking`): beside the CSV log, a W&B run in offline mode by
@@ -242,6 +244,8 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
             # Refused now, before anything is built; with --run.new, what is an earlier run is also decided now:
             # building the loggers makes the run folder (W&B's save_dir), which is no earlier run.
             self._earlier_run = self._claim_run_folder(config)
+        if not _has_callback(trainer.callbacks, "PolicyEvaluation"):  # what plays and logs val/, select/, test/
+            trainer.callbacks = [*(trainer.callbacks or []), Namespace(class_path=EVALUATION, init_args=Namespace())]
         if trainer.enable_progress_bar is not False and not _has_callback(trainer.callbacks, "ProgressBar"):
             trainer.callbacks = [*(trainer.callbacks or []), Namespace(class_path=PROGRESS_BAR, init_args=Namespace())]
         if trainer.enable_model_summary is not False and not _has_callback(trainer.callbacks, "Summary"):
@@ -267,7 +271,7 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
 
     def after_test(self) -> None:
         """``test`` prints the bill and the gap on the year it tested, as the final test of a ``fit`` does."""
-        print_test_figures(self.model)
+        print_test_figures(self.trainer, self.model)
 
     def _claim_run_folder(self, config: Any) -> tuple[Path, ...]:
         """A fresh ``fit`` (no ``--ckpt_path``) never writes beside an earlier run's checkpoints (run_folder.py):
@@ -292,12 +296,14 @@ class ConfigToWandb(SaveConfigCallback):
                 logger.experiment.config.update({"cli": yaml.safe_load(resolved)}, allow_val_change=True)
 
 
+EVALUATION = "iquitos_lightning.training.callbacks.PolicyEvaluation"
 PROGRESS_BAR = "iquitos_lightning.training.callbacks.RLProgressBar"
 SUMMARY = "iquitos_lightning.training.callbacks.ParameterSummary"
 
 
 def _has_callback(callbacks: Any, kind: str) -> bool:
-    """Whether the configured callbacks hold one whose class name contains ``kind`` ("ProgressBar", "Summary")."""
+    """Whether the configured callbacks hold one whose class name contains ``kind`` ("ProgressBar", "Summary",
+    "PolicyEvaluation")."""
     entries = callbacks if isinstance(callbacks, list) else [] if callbacks is None else [callbacks]
     return any(kind in str(getattr(entry, "class_path", type(entry).__name__)) for entry in entries)
 

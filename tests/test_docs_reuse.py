@@ -21,3 +21,4 @@ def test_docs_reuse_example_trains_its_agent_to_its_budget(tmp_path, monkeypatch
     agent = namespace["agent"]
     assert agent.frames_done == frames  # type: ignore[attr-defined]
     assert agent.updates_done > 0  # type: ignore[attr-defined]
+    assert "val/episode_return" in namespace["trainer"].callback_metrics  # type: ignore[attr-defined]

@@ -34,22 +34,107 @@ from __future__ import annotations
 import atexit
 import contextlib
 import copy
+import math
 import signal
 import threading
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import torch
+from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
+from torch.utils.data import IterableDataset
 from torchrl.collectors import BaseCollector, Collector
 from torchrl.envs import EnvBase
 
+from iquitos_lightning.agents.config import RolloutConfig
 from iquitos_lightning.agents.site_envs import agent_worker_env_makers
 from iquitos_lightning.envs.env_config import EnvConfig
 from iquitos_lightning.envs.factory import WORKER_IGNORED_SIGNALS
-from iquitos_lightning.fastpath.collector_weights import WorkerAsyncCollector, WorkerSyncCollector, close_weight_sync
+from iquitos_lightning.fastpath.collector_weights import (
+    WorkerAsyncCollector,
+    WorkerSyncCollector,
+    close_weight_sync,
+    pushes_weights_itself,
+)
 from iquitos_lightning.fastpath.distribution_bounds import apply_to_distribution_bounds
+
+
+class RolloutSource(Protocol):
+    """What :class:`CollectorStream` asks of the agent it streams rollouts of (:class:`~.base.RLAgent`)."""
+
+    frames_done: int
+    rollout_config: RolloutConfig
+
+    def current_period(self) -> tuple[int, int]: ...
+    def restore_pending_state(self) -> None: ...
+    def next_rollout(self) -> TensorDictBase: ...
+
+
+class CollectorStream(IterableDataset):
+    """The train dataloader: rollouts from the agent's collector until the end of the current evaluation period.
+
+    Its length is the number of batches of the current period (counted from the period's start, so a
+    run resumed mid-period ends the epoch at the same frame). ``state_dict`` is empty on purpose:
+    the agent's checkpoint holds everything needed to continue.
+    """
+
+    def __init__(self, agent: RolloutSource) -> None:
+        self.agent = agent
+
+    def __len__(self) -> int:
+        start, end = self.agent.current_period()
+        return math.ceil((end - start) / self.agent.rollout_config.frames_per_batch)
+
+    def __iter__(self) -> Iterator[TensorDictBase]:
+        agent = self.agent
+        agent.restore_pending_state()
+        _, end = agent.current_period()
+        while agent.frames_done < end:
+            yield agent.next_rollout()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        pass
+
+
+class RolloutCollection:
+    """An agent's collector for one fit: started with the policy it runs, read rollout by rollout, its policy's
+    weights brought up to date after each update, its workers stopped at the end (the next fit starts a new one)."""
+
+    def __init__(self) -> None:
+        self.collector: BaseCollector | None = None
+        self.policy: Any = None  # what the collector runs (fastpath/tanh_normal.py)
+        self._iterator: Iterator[TensorDictBase] | None = None
+        self._in_process = True
+
+    def start(self, env_config: EnvConfig, train_env: EnvBase, policy: Any, *, overlap: bool, **options: Any) -> None:
+        """A collector of ``env_config`` running ``policy`` (:func:`make_collector`'s ``options``)."""
+        self.stop()
+        self.policy = policy
+        self.collector = make_collector(env_config, train_env, policy, overlap=overlap, **options)
+        self._in_process = collects_in_process(env_config, overlap)
+
+    def next_rollout(self) -> TensorDictBase:
+        if self._iterator is None:
+            self._iterator = iter(self.collector)
+        return next(self._iterator)
+
+    def sync_weights(self) -> None:
+        """After an update: a collector that runs a copy of the policy (not the learner's own modules) and does not
+        fetch the weights itself before each rollout gets them now."""
+        collector = self.collector
+        if collector is not None and not pushes_weights_itself(collector) and collector.policy is not self.policy:
+            collector.update_policy_weights_()
+
+    def stop(self) -> None:
+        """Stop the collector's worker processes (if any) and forget it."""
+        if self.collector is not None and not self._in_process:
+            shutdown_workers(self.collector)
+        self.collector = self._iterator = None
 
 
 def collects_in_process(env_config: EnvConfig, overlap: bool) -> bool:

@@ -80,3 +80,44 @@ def plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: plain(item) for key, item in value.items()}
     return value
+
+
+def check_rollout_config(config: RolloutConfig, parallel_envs: int, agent: str, off_policy: bool) -> None:
+    """A one-line ConfigError for a rollout setting the loop cannot run: sizes that are not positive, ``overlap`` on an
+    on-policy ``agent``, a rollout that the ``parallel_envs`` cannot share evenly, an evaluation period that is not
+    a whole number of rollouts."""
+    positive = ("frame_budget", "frames_per_batch", "max_eval_steps", "max_nonfinite_in_a_row", "noise_hold_steps")
+    for name in positive:
+        value = getattr(config, name)
+        if value <= 0:
+            raise ConfigError(f"model.rollout.{name} must be a positive integer, got {value}")
+    if config.overlap and not off_policy:
+        raise ConfigError(
+            f"model.rollout.overlap: {agent} learns on-policy, so it cannot learn from a rollout "
+            "collected by the previous policy; use model.env.backend.num_workers to collect in parallel instead"
+        )
+    if config.eval_episodes < 0:
+        raise ConfigError(f"model.rollout.eval_episodes must be 0 or more, got {config.eval_episodes}")
+    if config.frames_per_batch % parallel_envs:
+        raise ConfigError(
+            f"model.rollout.frames_per_batch ({config.frames_per_batch}) must be a multiple of the parallel envs "
+            f"(model.env.backend.num_workers x num_envs = {parallel_envs}): each collects the same share of a rollout"
+        )
+    if config.eval_every_frames <= 0 or config.eval_every_frames % config.frames_per_batch:
+        nearest = config.frames_per_batch * max(config.eval_every_frames // config.frames_per_batch, 1)
+        raise ConfigError(
+            f"model.rollout.eval_every_frames ({config.eval_every_frames}) must be a positive multiple of "
+            f"model.rollout.frames_per_batch ({config.frames_per_batch}): an evaluation period is a whole "
+            f"number of rollouts, e.g. {nearest}"
+        )
+
+
+def evaluation_period(frames_done: int, config: RolloutConfig) -> tuple[int, int]:
+    """Frames at the start and end of the evaluation period in progress (end capped at the budget, rounded up to
+    whole rollouts); both ``frames_done`` once the budget is spent."""
+    period, batch = config.eval_every_frames, config.frames_per_batch
+    budget = math.ceil(config.frame_budget / batch) * batch
+    if frames_done >= budget:
+        return frames_done, frames_done
+    start = (frames_done // period) * period
+    return start, min(start + period, budget)

@@ -10,9 +10,7 @@ project), and one that does not gets the callbacks' generic behaviour.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
-
-import pandas as pd
+from typing import Protocol, runtime_checkable
 
 
 @runtime_checkable
@@ -24,19 +22,6 @@ class FrameCounting(Protocol):
     updates_done: int  # gradient updates so far
     episodes_done: int  # finished training episodes so far
     last_episode_return: float | None  # return of the last finished training episode
-
-
-@runtime_checkable
-class ReportsKpis(Protocol):
-    """An agent evaluated on the site: what the run report writes besides the logged metrics."""
-
-    def test_kpi_row(self) -> dict[str, Any] | None:
-        """The agent's KPI row of the last ``test`` (identity and mean KPIs of its episodes), None if none."""
-        ...
-
-    def evaluation_flows(self) -> tuple[pd.DataFrame, int] | None:
-        """The last evaluation episode's hourly flows and calendar year, None off the site or before any."""
-        ...
 
 
 @runtime_checkable
@@ -56,3 +41,11 @@ def frame_budget(module: object) -> int | None:
     if not isinstance(module, FrameCounting) or module.frame_budget is None:
         return None
     return int(module.frame_budget)
+
+
+@runtime_checkable
+class PlaysEvaluations(Protocol):
+    """A callback that plays and logs an agent's evaluation episodes (``training.callbacks.PolicyEvaluation``): what
+    an agent's validation and test need, since its own ``validation_step`` only hands out the episode."""
+
+    def evaluation_flows(self) -> object: ...

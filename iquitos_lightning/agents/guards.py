@@ -7,10 +7,10 @@ persistent one stops the run with a message naming the loss term, and since no f
 applied, the checkpoint saved at that stop holds the weights from before the fault.
 
 Cost: one fused pass over the gradients and one host sync per update: the global norm when the agent
-clips with it (PPO, A2C: the clip reuses it), else the GradScaler's own finiteness kernel
-(:func:`gradients_are_finite`, a quarter of the norm's cost). Under fp16 mixed precision the gradient
-check is left to the GradScaler (scaled gradients overflow by design and the scaler skips those steps
-itself); the losses are still checked.
+clips with it (PPO, A2C: the clip then uses that norm, returned with the step's outcome), else the
+GradScaler's own finiteness kernel (:func:`gradients_are_finite`, a quarter of the norm's cost). Under fp16
+mixed precision the gradient check is left to the GradScaler (scaled gradients overflow by design and the
+scaler skips those steps itself); the losses are still checked.
 """
 
 from __future__ import annotations
@@ -26,6 +26,19 @@ from iquitos_lightning.fastpath.foreach_ops import all_finite
 
 class NonFiniteTraining(NumericalFault):
     """Too many updates in a row had a non-finite loss or gradient."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """What :func:`backward_and_step` did: the faulty term (None: the optimizers stepped) and the global norm of the
+    gradients before any clip (None when it computed none)."""
+
+    fault: str | None
+    gradient_norm: torch.Tensor | None = None
+
+    @property
+    def applied(self) -> bool:
+        return self.fault is None
 
 
 @dataclass(frozen=True)
@@ -117,43 +130,45 @@ def backward_and_step(
     *,
     check: bool,
     gradients_checked_by_scaler: bool,
-    checked_norm: Callable[[torch.Tensor | None], None] | None = None,
-) -> str | None:
-    """Backward ``total`` and step every optimizer, unless a loss term or a gradient is non-finite.
+    clip_to: float | None = None,
+) -> Step:
+    """Backward ``total``, clip the gradients' global norm to ``clip_to`` and step every optimizer, unless a loss term
+    or a gradient is non-finite.
 
     ``losses`` holds the (detached) terms ``total`` sums (the ``loss_*`` ones are checked and named);
     ``terms_of_param_groups`` names, per parameter group (the optimizers' groups in order), the loss term its
     gradients come from. On a fault no optimizer steps and the gradients are dropped. ``check`` False (inside a
     CUDA graph, where the host sync cannot run) steps unchecked; under fp16 mixed precision the GradScaler checks
     the gradients itself.
-    ``checked_norm``, if given, is handed the global norm of every optimizer's gradients, which the check then
-    computes (None when it computed none: no check, or gradients left to the scaler) right before the optimizers
-    step: a gradient clip over the same gradients need not compute it again (agents/on_policy.py). Without it the
-    check computes no norm (:func:`gradients_are_finite`). Returns the faulty term, or None when the update was
-    applied.
+
+    ``clip_to`` (PPO, A2C; 0: measure only): the global norm of every optimizer's gradients is computed once, serves
+    the finiteness check, clips them (``clip_grads_with_norm_``: the bits of ``clip_grad_norm_``) and comes back in
+    the :class:`Step`, so a clip and a health signal never compute it twice. Gradients that a GradScaler has yet to
+    unscale (fp16 mixed precision: Lightning unscales them inside the optimizer's step) are neither measured nor
+    clipped here: the agent clips them in ``on_before_optimizer_step``. Without ``clip_to`` the check computes no
+    norm (:func:`gradients_are_finite`).
     """
     loss_terms = {name: value for name, value in losses.items() if name.startswith("loss_")}
     for optimizer in optimizers:
         optimizer.zero_grad(set_to_none=True)
     backward(total)
-    norm = None
+    groups = [group for optimizer in optimizers for group in optimizer.param_groups]
+    measured = clip_to is not None and not gradients_checked_by_scaler
+    every_gradient = [p.grad for group in groups for p in group["params"] if p.grad is not None] if measured else []
+    norm = torch.nn.utils.get_total_norm(every_gradient) if every_gradient else None
     if check:
-        groups = [group for optimizer in optimizers for group in optimizer.param_groups]
         gradients: dict[str, list[torch.Tensor]] = {}
         for group, term in zip(groups, terms_of_param_groups, strict=True):
             grads = gradients.setdefault(term, [])
             if not gradients_checked_by_scaler:
                 grads.extend(p.grad for p in group["params"] if p.grad is not None)
-        every_gradient = [grad for grads in gradients.values() for grad in grads]
-        wants_norm = every_gradient and checked_norm is not None
-        norm = torch.nn.utils.get_total_norm(every_gradient) if wants_norm else None
         fault = find_nonfinite(loss_terms, gradients, norm)
         if fault is not None:
             for optimizer in optimizers:
                 optimizer.zero_grad(set_to_none=True)
-            return fault
-    if checked_norm is not None:
-        checked_norm(norm)
+            return Step(fault, norm)
+    if norm is not None and clip_to:
+        torch.nn.utils.clip_grads_with_norm_([p for group in groups for p in group["params"]], clip_to, norm)
     for optimizer in optimizers:
         optimizer.step()
-    return None
+    return Step(None, norm)

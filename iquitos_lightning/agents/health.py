@@ -15,7 +15,8 @@ update ~0, which two logged numbers would have shown in the first minute. The si
   networks' Q on the same pairs, and the actor's and critics' gradient norms of the last update.
 
 Every function here is read-only (no gradient, no random draw: evaluating health never changes training) and
-returns plain floats, logged under ``health/`` by the agents and drawn by the run report.
+returns plain floats, recorded by the agents (:mod:`.health_signals`), logged under ``health/`` and drawn by the run
+report.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from torchrl.modules import ProbabilisticActor, TanhNormal
 from iquitos_lightning.fastpath.tanh_normal import distribution_parameters, samples_like_tanh_normal, squashing_bounds
 from iquitos_lightning.fastpath.tanh_normal import log_prob as tanh_normal_log_prob
 
+HEALTH_PREFIX = "health/"  # what a health signal is logged under
 # An action component within this fraction of its range's width from either end counts as "at the bound".
 AT_BOUND_TOLERANCE = 0.01
 # Pre-tanh Gaussian entropy per dimension is 0.5 * log(2 pi e) + log(scale).

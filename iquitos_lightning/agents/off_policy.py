@@ -160,11 +160,12 @@ class OffPolicyAgent(RLAgent):
         if losses:
             metrics.update({key: torch.stack([step[key] for step in losses]).mean() for key in losses[0]})
             last_batch = chunk[(count - 1) * size : count * size]
-            metrics.update({f"health/{name}": value for name, value in self.health(last_batch).items()})
+            self.health.record(self.batch_health(last_batch))
         return metrics
 
-    def health(self, batch: TensorDictBase) -> dict[str, float]:
-        """Health signals (:mod:`.health`) on the rollout's last replay batch, right after its last update."""
+    def batch_health(self, batch: TensorDictBase) -> dict[str, float]:
+        """Health signals (:mod:`.health`) on the rollout's last replay batch, right after its last update (recorded
+        in :attr:`~.base.RLAgent.health`)."""
         return {}
 
     def agent_state(self) -> dict[str, Any]:

@@ -6,7 +6,8 @@ estimate (TorchRL's ``GAE``) on rewards divided by the running std of the discou
 (:mod:`.reward_normalizer`) and scaled by ``reward_scale``, one Adam over the loss module and a global gradient-norm
 clip; only the loss differs (clipped surrogate and several epochs of minibatches, or one plain
 policy-gradient step). Optimization is manual because one rollout may give many optimizer steps; gradients
-are clipped in :meth:`on_before_optimizer_step`, where Lightning's precision plugin has already unscaled them.
+are clipped with the norm the non-finite check computes (:func:`~iquitos_lightning.agents.guards.backward_and_step`),
+or under fp16 mixed precision in :meth:`on_before_optimizer_step`, once Lightning's precision plugin has unscaled them.
 """
 
 from __future__ import annotations
@@ -21,7 +22,13 @@ from torchrl.objectives.value import GAE
 
 from iquitos_lightning.agents.base import RLAgent
 from iquitos_lightning.agents.config import RolloutConfig, check_fraction, check_learning_rates, check_reward_scale
-from iquitos_lightning.agents.health import approximate_kl, critic_fit, gradient_norm, rollout_policy_spread
+from iquitos_lightning.agents.health import (
+    HEALTH_PREFIX,
+    approximate_kl,
+    critic_fit,
+    gradient_norm,
+    rollout_policy_spread,
+)
 from iquitos_lightning.agents.networks import (
     POLICY_OUTPUT_GAIN,
     VALUE_OUTPUT_GAIN,
@@ -31,7 +38,7 @@ from iquitos_lightning.agents.networks import (
     orthogonal_init,
 )
 from iquitos_lightning.agents.reward_normalizer import RewardNormalizer
-from iquitos_lightning.agents.speed import SpeedConfig
+from iquitos_lightning.agents.speed import SpeedConfig, make_adam
 from iquitos_lightning.envs.env_config import EnvConfig
 from iquitos_lightning.errors import ConfigError
 
@@ -130,9 +137,6 @@ class OnPolicyAgent(RLAgent):
     """
 
     loss_module: torch.nn.Module
-    reads_checked_gradient_norm = True  # the clip and the gradient-norm health signal (on_before_optimizer_step)
-    # Each optimizer step's gradient norm before clipping (on_before_optimizer_step), averaged per rollout.
-    _gradient_norms: list[torch.Tensor]
 
     def __init__(
         self,
@@ -190,7 +194,6 @@ class OnPolicyAgent(RLAgent):
             orthogonal_init(self.critic, VALUE_OUTPUT_GAIN)
         # GAE without a value network: it reads the state values :meth:`with_advantages` writes (state_values)
         self.advantage_module = GAE(gamma=gamma, lmbda=gae_lambda, value_network=None, average_gae=False)
-        self._gradient_norms = []
         self._shuffled_rows: TensorDictBase | None = None  # learn_in_minibatches' buffer (not state: rebuilt)
 
     @property
@@ -198,22 +201,27 @@ class OnPolicyAgent(RLAgent):
         return self.actor
 
     def configure_optimizers(self) -> Adam:
-        return self.make_adam(self.loss_module.parameters(), self.lr)
+        return make_adam(self.loss_module.parameters(), self.lr, self.speed_config, self.device)
 
     def learn(self, rollout: TensorDictBase) -> dict[str, torch.Tensor | float]:
         """Advantages by GAE, the algorithm's updates (:meth:`learn_from`), and the rollout's health signals
-        (:mod:`.health`): the critic's fit and the policy's spread read before the updates, the KL the updates
-        moved the policy by and their gradient norm after."""
+        (:mod:`.health`, recorded in :attr:`~.base.RLAgent.health`): PPO's clip fraction, the critic's fit and the
+        policy's spread read before the updates, the KL the updates moved the policy by and their gradient norm
+        after."""
         data = self.with_advantages(rollout)
         health = critic_fit(data) | rollout_policy_spread(self.actor, data)
-        self._gradient_norms = []
+        self.health.take_gradient_norm()  # only this rollout's steps count
         if self.lr_anneal:
             health["learning_rate"] = self.anneal_learning_rate(self.frames_done - rollout.numel())
         metrics: dict[str, torch.Tensor | float] = dict(self.learn_from(data))
+        from_updates = {key: metrics.pop(key) for key in [key for key in metrics if key.startswith(HEALTH_PREFIX)]}
+        self.health.record({key.removeprefix(HEALTH_PREFIX): value for key, value in from_updates.items()})
         health["approx_kl"] = approximate_kl(self.actor, data)
-        if self._gradient_norms:
-            health["gradient_norm"] = float(torch.stack(self._gradient_norms).mean())
-        return metrics | self.reward_metrics() | {f"health/{name}": value for name, value in health.items()}
+        gradient_norm = self.health.take_gradient_norm()
+        if gradient_norm is not None:
+            health["gradient_norm"] = gradient_norm
+        self.health.record(health)
+        return metrics | self.reward_metrics()
 
     def anneal_learning_rate(self, frames_before: int) -> float:
         """Set the optimizer's learning rate to ``lr`` x the share of the budget left when this rollout began."""
@@ -298,33 +306,29 @@ class OnPolicyAgent(RLAgent):
         total = sum(losses[key] for key in loss_names)
         terms = {key: losses[key].detach() for key in loss_names}
         if "clip_fraction" in losses.keys():  # PPO: the share of ratios the surrogate clipped (a health signal)
-            terms["health/clip_fraction"] = losses["clip_fraction"].detach()
+            terms[f"{HEALTH_PREFIX}clip_fraction"] = losses["clip_fraction"].detach()
         return total, terms
 
     def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
-        """One gradient step on the summed losses (skipped if a loss or gradient is non-finite)."""
+        """One gradient step on the summed losses, clipped to ``max_grad_norm`` (skipped if a loss or gradient is
+        non-finite); the step's gradient norm before the clip is a health signal."""
         total, metrics = self.compute_losses(batch)
-        self.apply_gradients(total, metrics, (" + ".join(key for key in metrics if key.startswith("loss_")),))
+        loss_terms = " + ".join(key for key in metrics if key.startswith("loss_"))
+        step = self.apply_gradients(total, metrics, (loss_terms,), clip_to=self.max_grad_norm)
+        if step.applied and step.gradient_norm is not None:
+            self.health.record_gradient_norm(step.gradient_norm)
         return metrics
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        """Clip the gradients to ``max_grad_norm`` and record their norm (a health signal).
-
-        The norm is the one the non-finite check computed over the same gradients (this agent's one optimizer holds
-        ``loss_module.parameters()`` in order; :meth:`~.base.RLAgent.apply_gradients`), when it computed one: the
-        same function of the same tensors, so the same bits, ~3 % of a PPO update saved (docs/performance.md). Under
-        fp16 mixed precision the check leaves gradients to the GradScaler and the norm is computed here, after the
-        unscaling. A callback that changed the gradients in its own ``on_before_optimizer_step`` (Lightning calls it
-        before this one) would make the kept norm stale; none of this project's does. Without a clip
-        (``max_grad_norm`` 0) the health signal is that norm too, the same quantity as ``health.gradient_norm``'s."""
+        """Under fp16 mixed precision only: clip the gradients to ``max_grad_norm`` and record their norm, here
+        because Lightning's precision plugin unscales them inside the optimizer's step, right before this hook.
+        Otherwise :meth:`update` has clipped them already, with the norm the non-finite check computed (the same
+        function of the same tensors: ~3 % of a PPO update saved, docs/performance.md)."""
+        if not self.gradients_scaled:
+            return
         parameters = list(self.loss_module.parameters())
-        norm = self.take_checked_gradient_norm()
         if self.max_grad_norm > 0:
-            if norm is None:
-                norm = torch.nn.utils.clip_grad_norm_(parameters, self.max_grad_norm)
-            else:
-                torch.nn.utils.clip_grads_with_norm_(parameters, self.max_grad_norm, norm)
-        elif norm is None:
+            norm = torch.nn.utils.clip_grad_norm_(parameters, self.max_grad_norm)
+        else:
             norm = gradient_norm(parameters)
-        if not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
-            self._gradient_norms.append(norm.detach())
+        self.health.record_gradient_norm(norm)

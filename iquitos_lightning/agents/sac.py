@@ -29,7 +29,7 @@ from iquitos_lightning.agents.off_policy import NonModule, OffPolicyAgent
 from iquitos_lightning.agents.policy_average import averaged_policy
 from iquitos_lightning.agents.replay import ReplayBufferConfig
 from iquitos_lightning.agents.resume import merged_optimizer_state
-from iquitos_lightning.agents.speed import SpeedConfig
+from iquitos_lightning.agents.speed import SpeedConfig, make_adam
 from iquitos_lightning.envs.env_config import EnvConfig
 from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.fastpath.lean_sac_loss import LeanSACLoss
@@ -203,7 +203,7 @@ class SAC(OffPolicyAgent):
             {"params": list(loss.qvalue_network_params.flatten_keys().values()), "lr": critic_lr},
             {"params": [loss.log_alpha], "lr": alpha_lr},
         ]
-        return self.make_adam(groups, actor_lr)
+        return make_adam(groups, actor_lr, self.speed_config, self.device)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """A checkpoint of a run saved before SAC had one optimizer holds three optimizer states (actor, critic,
@@ -237,7 +237,7 @@ class SAC(OffPolicyAgent):
         """
         self.critic_only = self.frames_done < self.actor_delay_frames
         total, metrics = self.compute_losses(batch)
-        if self.apply_gradients(total, metrics, ("loss_actor", "loss_qvalue", "loss_alpha")):
+        if self.apply_gradients(total, metrics, ("loss_actor", "loss_qvalue", "loss_alpha")).applied:
             self._target_updater.value.step()
         return metrics
 
@@ -245,12 +245,12 @@ class SAC(OffPolicyAgent):
         """One update, then the policy average follows the actor if the actor stepped. Here, not in :meth:`update`:
         that may run as a captured CUDA graph, and the average's count is read on the host."""
         metrics = super().run_update(batch)
-        if self.averaged_actor is not None and self._runtime.last_update_applied and not self.critic_only:
+        if self.averaged_actor is not None and self.last_update_applied and not self.critic_only:
             self.averaged_actor.update_parameters(self.actor)
         return metrics
 
     @torch.no_grad()
-    def health(self, batch: TensorDictBase) -> dict[str, float]:
+    def batch_health(self, batch: TensorDictBase) -> dict[str, float]:
         """The policy's spread and its mode's share at the bounds, the twin and target Q statistics, the entropy
         coefficient, and the gradient norms of the last update (still on the parameters: optimizers zero them
         at the start of the next update, not after a step)."""

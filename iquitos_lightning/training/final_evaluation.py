@@ -23,6 +23,7 @@ from iquitos_lightning.profile.devices import config_value
 from iquitos_lightning.report.comparison import gap_closed_pct
 from iquitos_lightning.site.config import load_site_config
 from iquitos_lightning.training.callbacks import BestCheckpoint, RunReport
+from iquitos_lightning.training.callbacks.evaluation import policy_evaluation
 from iquitos_lightning.training.callbacks.report import report_dir
 
 RESULTS = Path("results")  # where `baselines` writes results/<site>/baselines.json (compare's default too)
@@ -91,7 +92,7 @@ def run_final_test(trainer: pl.Trainer, model: pl.LightningModule, backend: str,
     trainer.test(model, ckpt_path=checkpoint, verbose=False)
     if checkpoint is not None:
         print(f"the tested policy is the one after {model.frames_done:,} of the {trained:,} frames trained", flush=True)
-    row = model.test_kpi_row()
+    row = tested_kpi_row(trainer, model)
     if row is not None:
         print(f"final test on {backend}: {final_figures(row)}", flush=True)
         env = model.env_config
@@ -151,10 +152,16 @@ def year_ends(site_config: Any) -> tuple[float, float]:
     return gap_ends(year_env(site_config, site_config.seed), site_config.seed)
 
 
-def print_test_figures(model: Any) -> None:
+def tested_kpi_row(trainer: pl.Trainer, model: Any) -> dict[str, Any] | None:
+    """The agent's KPI row of the trainer's last ``test`` (None: not the site, or no evaluation callback)."""
+    evaluation = policy_evaluation(trainer)
+    return evaluation.test_kpi_row(model) if evaluation is not None and isinstance(model, RLAgent) else None
+
+
+def print_test_figures(trainer: pl.Trainer, model: Any) -> None:
     """After ``test``: the bill and, on the Iquitos site, the gap against that year's references (any year of the
     profile: the references are computed when the year has no ``baselines.json``)."""
-    row = model.test_kpi_row() if isinstance(model, RLAgent) else None
+    row = tested_kpi_row(trainer, model)
     if row is None:
         return
     print(f"test on {model.env_config.backend.evaluate}: {final_figures(row)}", flush=True)

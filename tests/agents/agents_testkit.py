@@ -12,6 +12,7 @@ import torch
 
 from iquitos_lightning.agents import SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
 from iquitos_lightning.envs.env_config import Backend
+from iquitos_lightning.training.callbacks.evaluation import PolicyEvaluation
 from iquitos_lightning.training.callbacks.frame_checkpoint import FrameCheckpoint
 
 
@@ -72,6 +73,8 @@ class SigkillAfterFrames(pl.Callback):
 
 
 def cpu_trainer(root: Path | None = None, callbacks: list[pl.Callback] | None = None, **kwargs: Any) -> pl.Trainer:
+    """A CPU Trainer as the CLI builds one for an agent: with :class:`PolicyEvaluation` (what plays and logs the
+    evaluations) before ``callbacks``."""
     settings: dict[str, Any] = {
         "accelerator": "cpu",
         "devices": 1,
@@ -81,7 +84,7 @@ def cpu_trainer(root: Path | None = None, callbacks: list[pl.Callback] | None = 
         "enable_progress_bar": False,
         "enable_model_summary": False,
         "enable_checkpointing": root is not None,
-        "callbacks": callbacks or [],
+        "callbacks": [PolicyEvaluation(), *(callbacks or [])],
         "default_root_dir": str(root) if root else None,
     }
     settings.update(kwargs)

@@ -30,6 +30,7 @@ from iquitos_lightning.envs.twin import IquitosTwin
 from iquitos_lightning.metrics.kpis import compute_kpis
 from iquitos_lightning.site.build import SCHEMA_FILE, build_site
 from iquitos_lightning.site.config import load_site_config
+from iquitos_lightning.training.callbacks import PolicyEvaluation
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml"
 STEP_RTOL = 1e-5  # per-step observations and rewards
@@ -208,6 +209,7 @@ def test_ppo_trained_on_the_twin_scores_the_same_on_citylearn_and_on_the_twin(da
         enable_progress_bar=False,
         enable_checkpointing=False,
         enable_model_summary=False,
+        callbacks=[PolicyEvaluation()],  # what validates
     )
     trainer.fit(agent)
     assert agent.frames_done == 8 * hours and agent.episodes_done == 8

@@ -1,4 +1,5 @@
-"""Callbacks of a training run: observe it (memory, speed, progress, report), keep it safe (checkpoints, OOM, Ctrl-C).
+"""Callbacks of a training run: evaluate the policy, observe the run (memory, speed, progress, health, report), keep it
+safe (checkpoints, OOM, Ctrl-C).
 
 The observing ones work in any Lightning project; what they read from an RL agent is the typed
 contract :class:`~iquitos_lightning.agents.contract.FrameCounting`, checked with ``isinstance`` (a module
@@ -7,6 +8,7 @@ without it gets the generic behaviour). Usage: ``docs/callbacks.md``; public nam
 """
 
 from iquitos_lightning.training.callbacks.best_checkpoint import BestCheckpoint
+from iquitos_lightning.training.callbacks.evaluation import PolicyEvaluation
 from iquitos_lightning.training.callbacks.frame_checkpoint import FrameCheckpoint
 from iquitos_lightning.training.callbacks.health import LearningHealth
 from iquitos_lightning.training.callbacks.model_summary import ParameterSummary
@@ -23,6 +25,7 @@ __all__ = [
     "LearningHealth",
     "OutOfMemoryHandler",
     "ParameterSummary",
+    "PolicyEvaluation",
     "RLProgressBar",
     "RunReport",
     "StepRate",

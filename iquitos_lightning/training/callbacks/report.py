@@ -23,11 +23,11 @@ and the README's output table name): the only writer of that file, and the one t
 The same KPI table (after each evaluation) and the plots go into every W&B logger of the run. The
 history is part of the callback's checkpoint state, so a resumed run's curve starts at frame 0.
 
-What it reads from the LightningModule: the counters of
-:class:`~iquitos_lightning.agents.contract.FrameCounting`, the KPI row and evaluation flows of
-:class:`~iquitos_lightning.agents.contract.ReportsKpis`, and the logged metrics ``val/episode_return``,
-``test/episode_return`` and ``<stage>/kpi/<name>``. On another module the report holds what there is
-(a return curve, or only the summary).
+What it reads: the counters of :class:`~iquitos_lightning.agents.contract.FrameCounting` from the LightningModule,
+the KPI row and evaluation flows from the trainer's
+:class:`~iquitos_lightning.training.callbacks.evaluation.PolicyEvaluation`, and the logged metrics
+``val/episode_return``, ``test/episode_return`` and ``<stage>/kpi/<name>``. On another module, or without that
+callback, the report holds what there is (a return curve, or only the summary).
 """
 
 from __future__ import annotations
@@ -41,9 +41,10 @@ import lightning.pytorch as pl
 from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.utilities import rank_zero_info
 
-from iquitos_lightning.agents.contract import FrameCounting, ReportsKpis, frames_done
+from iquitos_lightning.agents.contract import FrameCounting, frames_done
 from iquitos_lightning.agents.selection import SELECTION_METRIC
 from iquitos_lightning.report.run_report import SELECTION_SCORE, write_kpi_row, write_run_report
+from iquitos_lightning.training.callbacks.evaluation import policy_evaluation
 
 KPI_ROW_FILE = "kpis.json"  # <logger root>/kpis.json: the agent's KPI row after `test`
 HEALTH_PREFIX = "health/"
@@ -122,7 +123,8 @@ class RunReport(pl.Callback):
         metrics = self._stage_metrics(trainer, "test")
         self._log_kpi_table(trainer, "test", metrics)
         self.write(trainer, pl_module, "test", metrics)
-        row = pl_module.test_kpi_row() if isinstance(pl_module, ReportsKpis) else None
+        evaluation = policy_evaluation(trainer)
+        row = evaluation.test_kpi_row(pl_module) if evaluation is not None else None
         if row is not None:
             path = write_kpi_row(logger_root(trainer) / KPI_ROW_FILE, row)
             rank_zero_info(f"KPIs of {row['controller']} written to {path}")
@@ -130,8 +132,8 @@ class RunReport(pl.Callback):
     def write(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str, metrics: dict[str, float]) -> Path:
         """Write every file of the report for ``stage`` and return the folder."""
         folder = Path(self.dirpath) if self.dirpath else report_dir(trainer)
-        reports_kpis = isinstance(pl_module, ReportsKpis)
-        flows = pl_module.evaluation_flows() if self.dispatch_plot and reports_kpis else None
+        evaluation = policy_evaluation(trainer)
+        flows = evaluation.evaluation_flows() if self.dispatch_plot and evaluation is not None else None
         paths = write_run_report(
             folder,
             stage=stage,
