@@ -67,7 +67,7 @@ def test_the_default_twin_still_runs_citylearns_year_from_hour_zero(data_root: P
 
 
 def test_start_schedules_are_refused_off_the_twin() -> None:
-    with pytest.raises(ValueError, match="twin backend"):
+    with pytest.raises(ValueError, match="training.start: the twin.s training aids need backend.train: twin"):
         EnvConfig(training=TrainingAids(start="staggered"))
 
 
