@@ -44,8 +44,9 @@ COLLECTION = Node(
         Node("collection: policy", (("iquitos_lightning/fastpath/tanh_normal.py", "forward"),)),
     ),
 )
-LOSSES = Node("update: losses forward", (("iquitos_lightning/agents/base.py", "compute_losses"),))
-UPDATE = Node("update: backward, clip, optimizer", (("iquitos_lightning/agents/base.py", "run_update"),), (LOSSES,))
+UPDATE_STEP = "iquitos_lightning/agents/update_step.py"
+LOSSES = Node("update: losses forward", ((UPDATE_STEP, "compute_losses"),))
+UPDATE = Node("update: backward, clip, optimizer", ((UPDATE_STEP, "run_update"),), (LOSSES,))
 ON_POLICY_LEARN = Node(
     "health signals, reward normalisation",
     (("iquitos_lightning/agents/on_policy.py", "learn"),),
@@ -64,7 +65,7 @@ OFF_POLICY_LEARN = Node(
     (
         Node("replay: sample batches", (("torchrl/data/replay_buffers/replay_buffers/", "sample"),)),
         UPDATE,
-        Node("health signals, reward normalisation", (("iquitos_lightning/agents/sac.py", "health"),)),
+        Node("health signals, reward normalisation", (("iquitos_lightning/agents/sac.py", "batch_health"),)),
     ),
 )
 LOGGING = Node(

@@ -10,7 +10,7 @@ from torchrl.objectives import SACLoss
 
 from iquitos_lightning.agents import SAC, EnvConfig, RolloutConfig
 from iquitos_lightning.agents.replay import ReplayBufferConfig
-from iquitos_lightning.envs.env_config import Backend
+from iquitos_lightning.envs.env_config import Backend, TrainingAids
 
 SITE = EnvConfig(name="iquitos", site="configs/site/tiny.yaml", seed=0, backend=Backend(train="twin", num_envs=4))
 TERMS = ("loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy")
@@ -22,7 +22,7 @@ def agent_and_batch(critic_forecasts: str | None = None) -> tuple[SAC, object]:
     ``critic_forecasts="oracle"``: the Q networks also read the twin's hindsight (envs/hindsight.py)."""
     torch.manual_seed(0)
     agent = SAC(
-        env=dataclasses.replace(SITE, critic_forecasts=critic_forecasts),
+        env=dataclasses.replace(SITE, training=TrainingAids(critic_forecasts=critic_forecasts)),
         rollout=RolloutConfig(frames_per_batch=64, eval_every_frames=64),
         buffer=ReplayBufferConfig(capacity=1_000),
         hidden_sizes=(16, 16),
