@@ -96,8 +96,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 # The twin fit both tests/training/test_final_test.py and tests/experiments/test_test_years.py read: the smoke
 # profile on the tiny site's twin (fleet layout, tariff), 336 frames evaluated every 56 on the evaluation year and on
-# selection year 8, ending with the test of best.ckpt on the twin. Each file once trained it itself (the same run,
-# ~30 s of CPU each); the tests only read it.
+# selection year 8, ending with the test of best.ckpt on the twin. The tests only read it, so it is trained once
+# (~30 s of CPU).
 SELECTING_RUN_ARGUMENTS = [
     "--tracking.wandb=false",
     "--model.init_args.rollout.frame_budget=336",

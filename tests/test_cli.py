@@ -112,8 +112,8 @@ def test_gpu_accelerator_is_refused_on_a_cpu_machine(capsys):
 
 def test_smoke_fit_on_the_tiny_site_then_test_writes_the_kpi_row(tmp_path, recwarn):
     """On the GPU where there is one (the config's accelerator is auto); on a CPU 16-mixed falls back, saying so.
-    The checkpoint period is beyond the budget: the fit still ends with a checkpoint of all its frames (once a test
-    of its own, with one more fit)."""
+    The checkpoint period is beyond the budget: the fit still ends with a checkpoint of all its frames (checked on
+    this fit rather than on one more of its own)."""
     checkpoint_period = ["--checkpoint.every_n_frames", "100000"]
     code = run_lightning_cli(
         ["fit", "--config", SMOKE, *_into(tmp_path), "--trainer.precision", "16-mixed", *checkpoint_period]

@@ -95,7 +95,8 @@ def test_the_main_jobs_fit_on_a_fresh_clone_moves_nothing_quietly_and_run_again_
 
     Both are real processes (W&B offline, the library noise as a user sees it in a pipe), so the same two runs also
     check the noise: the litlogger tip, the LeafSpec and W&B "anonymous" warnings are gone from the quiet run and
-    there with ``--verbose`` (filtered at the source, not lost). (Two tests once ran four processes for this.)"""
+    there with ``--verbose`` (filtered at the source, not lost): one pair of processes for both checks, each
+    start-up being ~10 s of imports."""
     command = [sys.executable, "-m", "iquitos_lightning", "fit", "--config", str(REPO / "configs" / "smoke.yaml"),
                "--run.new", f"--model.init_args.env.site={REPO / 'configs' / 'site' / 'tiny.yaml'}",
                f"--model.init_args.env.data_root={REPO / 'data'}", "--model.init_args.rollout.frame_budget=56",

@@ -53,8 +53,8 @@ def _actions_per_rollout(overlap: bool, num_workers: int) -> list[float]:
 def test_synchronous_workers_collect_with_the_latest_weights_pushed_through_shared_memory() -> None:
     """Each rollout carries the weights the learner had when it started (0.1, 0.2, ...). The push before a rollout
     writes the workers' shared parameters in place (no queue round trip): only true while TorchRL keeps the workers'
-    policy copy in shared memory, which the push after the first rollout checks. (One collector for both checks:
-    each of two tests once started its own two spawned workers.)"""
+    policy copy in shared memory, which the push after the first rollout checks. One collector for both checks:
+    its two spawned workers each import torch."""
     config = EnvConfig(name="Pendulum-v1", max_episode_steps=20, num_workers=2)
     policy = _constant_policy(0.1)
     collector = make_collector(config, make_env(config), policy, frames_per_batch=20, overlap=False)
