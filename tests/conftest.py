@@ -92,3 +92,48 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     if child.returncode != 0 or re.search(r"\b1 passed\b", child.stdout) is None:  # a skip there is no pass
         pytest.fail(f"with CUDA hidden it did not pass:\n{child.stdout[-4000:]}\n{child.stderr[-2000:]}", pytrace=False)
     return True
+
+
+# The twin fit both tests/training/test_final_test.py and tests/experiments/test_test_years.py read: the smoke
+# profile on the tiny site's twin (fleet layout, tariff), 336 frames evaluated every 56 on the evaluation year and on
+# selection year 8, ending with the test of best.ckpt on the twin. The tests only read it, so it is trained once
+# (~30 s of CPU).
+SELECTING_RUN_ARGUMENTS = [
+    "--tracking.wandb=false",
+    "--model.init_args.rollout.frame_budget=336",
+    "--model.init_args.rollout.eval_every_frames=56",
+    "--model.init_args.env.backend.train=twin",
+    "--model.init_args.env.backend.num_envs=4",
+    "--model.init_args.env.layout=fleet",
+    "--model.init_args.env.objective=tariff",
+    "--model.init_args.env.backend.evaluate=twin",
+    "--model.init_args.env.validation_site_seed=8",
+    "--final_test.backend=twin",
+    "--final_test.policy=best",
+]
+
+
+@pytest.fixture(scope="session")
+def selecting_tiny_run(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """The run folder of the fit above, laid out as ``compare`` lays out a run (``<root>/tiny/tariff/sac-seed0``).
+
+    Trained once per pytest session: under xdist the workers share the folder beside their own temporary folders
+    (this session's), the first to ask trains it under a file lock and the others wait for it and read it."""
+    # lazy: the fit's imports only where a test asks for the run
+    from filelock import FileLock
+
+    from iquitos_lightning.cli import run_lightning_cli
+
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if worker_id != "master" else base) / "selecting-tiny-run"
+    run = root / "tiny" / "tariff" / "sac-seed0"
+    with FileLock(str(root) + ".lock"):
+        if not (root / "trained").exists():
+            code = run_lightning_cli(["fit", "--config", str(REPO / "configs" / "smoke.yaml"),
+                                      f"--trainer.logger.init_args.save_dir={run.parent}",
+                                      f"--trainer.logger.init_args.name={run.name}",
+                                      f"--checkpoint.dirpath={run / 'checkpoints'}",
+                                      *SELECTING_RUN_ARGUMENTS])  # fmt: skip
+            assert code == 0, "the shared selecting run did not train"
+            (root / "trained").touch()
+    return run

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from iquitos_lightning.__main__ import main
 from iquitos_lightning.experiments.compare import CompareError, overrides_for, parse_frames, plan_runs, profile_path
 from iquitos_lightning.profile.bases import profile_yaml
 from iquitos_lightning.report.comparison import comparison_markdown, comparison_rows, gap_closed_pct
@@ -150,9 +149,11 @@ def test_every_experiment_profile_lives_under_its_objective_and_names_its_own_pa
 
 
 @pytest.mark.slow
-def test_compare_runs_end_to_end_on_the_tiny_site_and_keeps_finished_runs(tmp_path):
+def test_compare_runs_end_to_end_on_the_tiny_site_and_keeps_finished_runs(tmp_path, capsys):
+    """``compare`` in this process (``main``, what ``python -m iquitos_lightning`` runs); its runs are ``fit``
+    subprocesses, as always."""
     command = [
-        sys.executable, "-m", "iquitos_lightning", "compare", "--site", str(TINY), "--agents", "sac,ppo,a2c",
+        "compare", "--site", str(TINY), "--agents", "sac,ppo,a2c",
         "--seeds", "1", "--frames", "168", "--jobs", "2", "--profile", "per_socket_cpu",
         "--results", str(tmp_path / "results"), "--runs", str(tmp_path / "runs"),
         "--override", "ppo:model.init_args.rollout.frames_per_batch=168",
@@ -165,8 +166,9 @@ def test_compare_runs_end_to_end_on_the_tiny_site_and_keeps_finished_runs(tmp_pa
         "--override", "ppo:model.init_args.env.backend.num_workers=1",
         "--override", "a2c:model.init_args.env.backend.num_workers=1",
     ]  # fmt: skip
-    first = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    code = main(command)
+    first = capsys.readouterr()
+    assert code == 0, first.out[-3000:] + first.err[-3000:]
     out = tmp_path / "results" / "tiny"
     summary = json.loads((out / "comparison_thesis.json").read_text())
     references = {"uncontrolled", "rule_based", "tariff_rule", "mpc_forecast_thesis", "mpc_perfect_thesis"}
@@ -189,9 +191,10 @@ def test_compare_runs_end_to_end_on_the_tiny_site_and_keeps_finished_runs(tmp_pa
     assert f"Made by `{summary['command']}`" in page and "[comparison_thesis.md](comparison_thesis.md)" in page
     assert "Made by `python -m iquitos_lightning baselines --site" in page  # compare made the references first
 
-    second = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
-    assert second.returncode == 0, second.stderr[-3000:]
-    assert second.stdout.count(": kept") == 3 and "trained in" not in second.stdout
+    code = main(command)
+    second = capsys.readouterr()
+    assert code == 0, second.err[-3000:]
+    assert second.out.count(": kept") == 3 and "trained in" not in second.out
 
 
 def test_test_years_are_refused_for_runs_without_a_selection_year_or_off_the_tariff(tmp_path):

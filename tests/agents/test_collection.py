@@ -51,28 +51,34 @@ def _actions_per_rollout(overlap: bool, num_workers: int) -> list[float]:
     return actions
 
 
-def test_synchronous_workers_collect_with_the_latest_weights() -> None:
-    assert _actions_per_rollout(overlap=False, num_workers=2) == [0.1, 0.2, 0.3, 0.4]
-
-
-def test_synchronous_workers_take_the_learners_weights_from_shared_memory() -> None:
-    # The push before a rollout writes the workers' shared parameters in place (no queue round trip):
-    # only true while TorchRL keeps the workers' policy copy in shared memory, which this checks.
+def test_synchronous_workers_collect_with_the_latest_weights_pushed_through_shared_memory() -> None:
+    """Each rollout carries the weights the learner had when it started (0.1, 0.2, ...). The push before a rollout
+    writes the workers' shared parameters in place (no queue round trip): only true while TorchRL keeps the workers'
+    policy copy in shared memory, which the push after the first rollout checks. One collector for both checks:
+    its two spawned workers each import torch."""
     config = EnvConfig(name="Pendulum-v1", max_episode_steps=20, backend=Backend(num_workers=2))
     policy = _constant_policy(0.1)
     collector = make_collector(config, make_env(config), policy, frames_per_batch=20, overlap=False)
+    actions = []
     try:
         shared = collector.shared_worker_weights()
         assert shared is not None, "the workers' policy copy is not in shared memory"
-        with torch.no_grad():
-            policy.module.bias.fill_(0.7)
-        collector.update_policy_weights_()
-        assert float(shared["module", "bias"]) == pytest.approx(0.7)
-        assert float(policy.module.bias) == pytest.approx(0.7), "the learner's own weights are not touched"
-        rollout = next(iter(collector))
-        assert rollout["action"].unique().tolist() == [pytest.approx(0.7)]
+        for index, rollout in enumerate(collector):
+            assert rollout.numel() == 20
+            values = rollout["action"].unique()
+            assert values.numel() == 1, "one rollout was collected with one set of weights"
+            actions.append(round(float(values), 3))
+            if index == 3:
+                break
+            with torch.no_grad():
+                policy.module.bias.fill_(0.1 * (index + 2))  # the "update" after learning from this rollout
+            if index == 0:  # the push by hand, as the collector makes it before the next rollout
+                collector.update_policy_weights_()
+                assert float(shared["module", "bias"]) == pytest.approx(0.2)
+                assert float(policy.module.bias) == pytest.approx(0.2), "the learner's own weights are not touched"
     finally:
         collector.shutdown()
+    assert actions == [0.1, 0.2, 0.3, 0.4]
 
 
 def test_overlapping_worker_collects_with_the_weights_of_one_rollout_before() -> None:

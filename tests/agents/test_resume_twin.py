@@ -1,10 +1,11 @@
 """The twin resumes exactly anywhere: a PPO ``fit`` on the tiny site's twin, killed with SIGKILL right after a periodic
 checkpoint taken mid-episode and resumed with ``--ckpt_path last``, ends with the uninterrupted run's weights.
 
-Real processes, as a user's: the uninterrupted and the killed run are started together (the tiny site is built once,
-before), then the killed one is resumed. Every checkpoint period (64 frames = 16 hours of each of the 4 staggered
-envs) ends inside 24-hour episodes, and env 3's episodes are cut short at the year's end, so the envs' episodes do
-not even end together.
+The killed run is a real process (SIGKILL, no cleanup), started first; the uninterrupted run trains in this process
+meanwhile (the tiny site is built once, before), then the killed one is resumed here too (``run_lightning_cli``, what
+``fit --ckpt_path last`` runs: two start-ups of ~10 s fewer than as processes), all on one torch thread as the killed
+process. Every checkpoint period (64 frames = 16 hours of each of the 4 staggered envs) ends inside 24-hour episodes,
+and env 3's episodes are cut short at the year's end, so the envs' episodes do not even end together.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import yaml
 from agents_testkit import BatchRecorder, StopAtFrames, cpu_trainer, frame_checkpoint
 
 from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
+from iquitos_lightning.cli import run_lightning_cli
 from iquitos_lightning.envs.env_config import Backend, TrainingAids
 from iquitos_lightning.envs.site_data import built_site
 
@@ -102,19 +104,17 @@ def _last(root: Path) -> dict:
 def test_a_twin_run_killed_mid_episode_resumes_to_the_uninterrupted_weights(tmp_path: Path) -> None:
     data_root = tmp_path / "data"
     built_site(TINY, data_root)  # once, before two runs would build it side by side
-    uninterrupted = _fit(_config(tmp_path / "uninterrupted", data_root))
+    torch.set_num_threads(1)  # as the killed process (OMP_NUM_THREADS=1); put back after the test (tests/conftest.py)
     killed_root = tmp_path / "killed"
     killed_config = _config(killed_root, data_root, kill_after=CHECKPOINT_FRAMES)
     killed = _fit(killed_config)
+    assert run_lightning_cli(["fit", f"--config={_config(tmp_path / 'uninterrupted', data_root)}"]) == 0
     code, stderr = _finish(killed)
     assert code == -signal.SIGKILL, stderr
     state = _last(killed_root)["rl_state"]
     assert state["frames_done"] == CHECKPOINT_FRAMES and not state["at_episode_boundary"]
 
-    code, stderr = _finish(_fit(killed_config, "--ckpt_path=last", "--trainer.callbacks=[]"))
-    assert code == 0, stderr
-    code, stderr = _finish(uninterrupted)
-    assert code == 0, stderr
+    assert run_lightning_cli(["fit", f"--config={killed_config}", "--ckpt_path=last", "--trainer.callbacks=[]"]) == 0
 
     resumed, reference = _last(killed_root), _last(tmp_path / "uninterrupted")
     assert resumed["rl_state"]["frames_done"] == reference["rl_state"]["frames_done"] == BUDGET

@@ -22,6 +22,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from iquitos_lightning.__main__ import main
+
 REPO = Path(__file__).resolve().parents[2]
 TINY = str(REPO / "configs" / "site" / "tiny.yaml")
 # Ray replaces a loopback node address with the machine's own IP and binds the GCS to every interface; with this
@@ -74,9 +76,10 @@ def ray_head() -> Iterator[tuple[str, Path]]:
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def _compare(tmp_path: Path, name: str, *launcher: str) -> subprocess.CompletedProcess[str]:
-    command = [
-        sys.executable, "-m", "iquitos_lightning", "compare", "--site", TINY, "--agents", "sac", "--seeds", "1",
+def _compare_arguments(tmp_path: Path, name: str, *launcher: str) -> list[str]:
+    """``compare``'s arguments (after ``python -m iquitos_lightning``): one SAC seed of 56 frames under ``name``."""
+    return [
+        "compare", "--site", TINY, "--agents", "sac", "--seeds", "1",
         "--frames", "56", "--jobs", "1", "--cpus-per-run", "1", "--profile", "per_socket_cpu",
         "--results", str(tmp_path / name / "results"), "--runs", str(tmp_path / name / "runs"),
         "--override", "model.init_args.rollout.frames_per_batch=56",
@@ -85,21 +88,25 @@ def _compare(tmp_path: Path, name: str, *launcher: str) -> subprocess.CompletedP
         "--override", "model.init_args.rollout.overlap=false",  # no collection worker: the launcher is what is tested
         *launcher,
     ]  # fmt: skip
-    environment = {**os.environ, **LOOPBACK_ONLY}
-    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=environment)
 
 
 @pytest.mark.slow
-def test_compare_through_a_ray_cluster_gives_the_local_launchers_table(tmp_path, ray_head):
+def test_compare_through_a_ray_cluster_gives_the_local_launchers_table(tmp_path, ray_head, capsys):
+    """The Ray driver is a process of its own (``ray.init`` in it, as a user's command); the local ``compare`` runs
+    in this process (``main``: its run is a ``fit`` subprocess either way)."""
     address, session = ray_head
-    on_ray = _compare(tmp_path, "ray", "--launcher", "ray", "--address", address)
+    command = [sys.executable, "-m", "iquitos_lightning", *_compare_arguments(tmp_path, "ray", "--launcher", "ray",
+                                                                             "--address", address)]  # fmt: skip
+    environment = {**os.environ, **LOOPBACK_ONLY}
+    on_ray = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=environment)
     assert on_ray.returncode == 0, on_ray.stdout[-3000:] + on_ray.stderr[-3000:]
     assert list((session / "logs").glob("worker-*.out")), "no Ray worker ran a task"  # the runs went through Ray
     references = tmp_path / "ray" / "results" / "tiny" / "baselines.json"
     (tmp_path / "local" / "results" / "tiny").mkdir(parents=True)
     shutil.copy(references, tmp_path / "local" / "results" / "tiny")  # the references are not what is compared
-    local = _compare(tmp_path, "local")
-    assert local.returncode == 0, local.stdout[-3000:] + local.stderr[-3000:]
+    code = main(_compare_arguments(tmp_path, "local"))
+    local = capsys.readouterr()
+    assert code == 0, local.out[-3000:] + local.err[-3000:]
 
     tables = [tmp_path / name / "results" / "tiny" / "comparison_thesis.csv" for name in ("ray", "local")]
     assert tables[0].read_text() == tables[1].read_text()

@@ -21,25 +21,10 @@ TINY = REPO / "configs" / "site" / "tiny.yaml"  # site seed 7: the reported year
 
 
 @pytest.fixture(scope="module")
-def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A compare-shaped run: 336 tiny-site frames on the twin (tariff), evaluated every 56 with selection year 8,
-    ending with the test of ``best.ckpt`` on the twin."""
-    root = tmp_path_factory.mktemp("runs")
-    run = root / "tiny" / "tariff" / "sac-seed0"
-    sys.argv = sys.argv[:1]
-    code = run_lightning_cli(["fit", "--config", str(REPO / "configs" / "smoke.yaml"),
-                              f"--trainer.logger.init_args.save_dir={run.parent}",
-                              f"--trainer.logger.init_args.name={run.name}",
-                              f"--checkpoint.dirpath={run / 'checkpoints'}",
-                              "--tracking.wandb=false", "--model.init_args.rollout.frame_budget=336",
-                              "--model.init_args.rollout.eval_every_frames=56",
-                          "--model.init_args.env.backend.train=twin",
-                              "--model.init_args.env.backend.num_envs=4", "--model.init_args.env.layout=fleet",
-                              "--model.init_args.env.objective=tariff", "--model.init_args.env.backend.evaluate=twin",
-                              "--model.init_args.env.validation_site_seed=8", "--final_test.backend=twin",
-                              "--final_test.policy=best"])  # fmt: skip
-    assert code == 0
-    return root
+def runs_root(selecting_tiny_run: Path) -> Path:
+    """The root of a compare-shaped run, ``tiny/tariff/sac-seed0`` (tests/conftest.py: 336 tiny-site frames on the
+    twin (tariff), evaluated every 56 with selection year 8, ending with the test of ``best.ckpt`` on the twin)."""
+    return selecting_tiny_run.parents[2]
 
 
 def test_a_runs_best_checkpoint_on_its_own_year_bills_what_its_final_test_billed(runs_root: Path) -> None:

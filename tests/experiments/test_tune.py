@@ -6,6 +6,11 @@ budget) a trial with ``zero_mean_start: true`` *is* the rule-based controller, o
 on top of it, worse on the tariff bill at every evaluation. TPE's random start with ``--seed 1`` draws false, true in
 the first sitting and false in the second (seeded 1 + 2 trials); with one startup trial, trial 2 is pruned at its
 first evaluation.
+
+Only the first sitting is a process of its own (it is what Ctrl-C stops with status 130); the second sitting and the
+``fit`` of the tuned YAML run in this process (``main``, ``run_lightning_cli``: the same code a process runs, less
+its ~10 s of imports). The trials are always ``fit`` subprocesses (the launcher starts them); they skip the dispatch
+plots of their report (``report.dispatch_plot=false``), which nothing here reads.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from iquitos_lightning.__main__ import main
+from iquitos_lightning.cli import run_lightning_cli
 from iquitos_lightning.experiments.study import open_storage
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,14 +41,16 @@ TINY_TRIAL = [
     "model.init_args.env.backend.num_envs=2", "model.init_args.env.training.episode_hours=168",
     "model.init_args.rollout.frames_per_batch=56", "model.init_args.actor_delay_frames=1000000",
     "model.init_args.updates_per_frame=0.05", "model.init_args.hidden_sizes=[8,8]", "model.init_args.batch_size=16",
+    "report.dispatch_plot=false",
 ]  # fmt: skip
 
 
-def _tune_command(tmp_path: Path) -> list[str]:
+def _tune_arguments(tmp_path: Path) -> list[str]:
+    """The ``tune`` command's arguments (after ``python -m iquitos_lightning``)."""
     search = tmp_path / "space.yaml"
     search.write_text(SPACE)
     command = [
-        sys.executable, "-m", "iquitos_lightning", "tune", "--search", str(search), "--site", TINY,
+        "tune", "--search", str(search), "--site", TINY,
         "--trials", "3", "--seed", "1", "--frames", "168", "--evaluations", "3", "--startup-trials", "1",
         "--final-eval", "none",
         "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "tuned"), "--results", str(tmp_path / "results"),
@@ -73,22 +82,25 @@ def _interrupt_during_second_trial(command: list[str], trial_dir: Path) -> subpr
 
 
 @pytest.mark.slow
-def test_tune_prunes_resumes_an_interrupted_study_and_writes_a_best_config_fit_can_train(tmp_path):
+def test_tune_prunes_resumes_an_interrupted_study_and_writes_a_best_config_fit_can_train(tmp_path, capsys):
     # lazy: optuna only where the study is read back
     import optuna
 
-    command = _tune_command(tmp_path)
+    arguments = _tune_arguments(tmp_path)
     study_dir = tmp_path / "runs" / "space-tiny"
-    first = _interrupt_during_second_trial(command, study_dir / "trial-0001")
+    first = _interrupt_during_second_trial([sys.executable, "-m", "iquitos_lightning", *arguments],
+                                           study_dir / "trial-0001")  # fmt: skip
     assert first.returncode == 130, first.stdout[-3000:]
     assert "resume with the same command" in first.stdout
     storage = open_storage(str(study_dir / "study.journal"))
     states = [trial.state.name for trial in optuna.load_study(study_name="space-tiny", storage=storage).trials]
     assert states == ["COMPLETE", "RUNNING"]  # the interrupted trial waits for the next sitting
 
-    second = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
-    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-    assert "trial 1: resumed from an earlier sitting" in second.stdout
+    capsys.readouterr()
+    code = main(arguments)  # the same command again, in this process
+    second = capsys.readouterr()
+    assert code == 0, second.out[-3000:] + second.err[-3000:]
+    assert "trial 1: resumed from an earlier sitting" in second.out
     trial_log = (study_dir / "trial-0001" / "compare.log").read_text()
     assert trial_log.count("$ ") == 2 and "--ckpt_path=" in trial_log.split("$ ")[2]  # continued from its checkpoint
     study = optuna.load_study(study_name="space-tiny", storage=open_storage(str(study_dir / "study.journal")))
@@ -107,21 +119,8 @@ def test_tune_prunes_resumes_an_interrupted_study_and_writes_a_best_config_fit_c
 
     tuned = tmp_path / "tuned" / "space.yaml"
     assert "zero_mean_start: true" in tuned.read_text()
-    fit = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "iquitos_lightning",
-            "fit",
-            "--config",
-            str(tuned),
-            f"--trainer.logger.init_args.save_dir={tmp_path / 'fit'}",
-            f"--checkpoint.dirpath={tmp_path / 'fit' / 'ckpt'}",
-        ],  # fmt: skip
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
-    assert fit.returncode == 0, fit.stdout[-3000:] + fit.stderr[-3000:]
+    code = run_lightning_cli(["fit", "--config", str(tuned), f"--trainer.logger.init_args.save_dir={tmp_path / 'fit'}",
+                              f"--checkpoint.dirpath={tmp_path / 'fit' / 'ckpt'}"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err[-3000:]
     kpis = json.loads((tmp_path / "fit" / "tuned-space-tiny" / "report" / "kpis.json").read_text())
     assert kpis["frames_done"] == 168 and kpis["tariff_cost"] == pytest.approx(study.best_value, rel=1e-6)

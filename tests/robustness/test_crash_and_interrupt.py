@@ -17,7 +17,7 @@ sys.path.insert(0, str(REPO / "tests" / "agents"))
 from agents_testkit import cpu_trainer, small_sac  # noqa: E402
 
 from iquitos_lightning.atomic_files import TEMP_SUFFIX  # noqa: E402
-from iquitos_lightning.cli import raised_while_interrupting  # noqa: E402
+from iquitos_lightning.cli import raised_while_interrupting, run_lightning_cli  # noqa: E402
 from iquitos_lightning.training.callbacks.frame_checkpoint import FrameCheckpoint  # noqa: E402
 from iquitos_lightning.training.checkpoint_io import SafeCheckpointIO  # noqa: E402
 
@@ -100,21 +100,9 @@ def test_kill_9_in_the_middle_of_a_checkpoint_write_keeps_last_loadable_and_fit_
     frames_at_kill = SafeCheckpointIO().load_checkpoint(last)["rl_state"]["frames_done"]
     assert frames_at_kill >= 50
 
-    resumed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "iquitos_lightning",
-            *pendulum_sac_args(tmp_path, frame_budget=frames_at_kill + 100, **big),
-            "--ckpt_path=last",
-        ],
-        cwd=REPO,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert resumed.returncode == 0, resumed.stderr
+    # the resume in this process (``run_lightning_cli``, what the command runs; the kill above needed a real one)
+    arguments = [*pendulum_sac_args(tmp_path, frame_budget=frames_at_kill + 100, **big), "--ckpt_path=last"]
+    assert run_lightning_cli(arguments) == 0
     assert not list(checkpoints.glob(f"*{TEMP_SUFFIX}"))  # the killed write's leftover was cleaned up
     assert load(last)["rl_state"]["frames_done"] == frames_at_kill + 100
 

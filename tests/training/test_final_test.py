@@ -99,13 +99,10 @@ def _evaluations(run: Path) -> list[dict[str, float]]:
 
 
 @pytest.fixture(scope="module")
-def selecting_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 336-frame fit evaluated every 56 frames with a selection year, ending with the test of ``best.ckpt``."""
-    root = tmp_path_factory.mktemp("selecting")
-    selection = f"--model.init_args.env.validation_site_seed={SELECTION_SEED}"
-    sys.argv = sys.argv[:1]  # (module-scoped: the autouse argv fixture is not active yet)
-    assert _fit(root, *EVERY_56, selection, "--final_test.backend=twin", "--final_test.policy=best") == 0
-    return root / "smoke"
+def selecting_run(selecting_tiny_run: Path) -> Path:
+    """A 336-frame fit evaluated every 56 frames with a selection year, ending with the test of ``best.ckpt``
+    (tests/conftest.py: ``_fit`` with ``EVERY_56``, selection year 8 and the final test of ``best`` on the twin)."""
+    return selecting_tiny_run
 
 
 def test_the_final_test_reports_the_policy_best_on_the_selection_year_as_the_evaluation_year_billed_it(
