@@ -195,10 +195,10 @@ def profile_fit_jobs(run: CheckRun) -> list[tuple[str, Callable[[], dict[str, An
 
     def fit(config: str, name: str, overrides: tuple[str, ...]) -> dict[str, Any]:
         raw.mkdir(parents=True, exist_ok=True)
-        workdir = tempfile.mkdtemp(prefix=f"gpu-check-{Path(config).stem}-")
         result_file = raw / f"{name}.json"
-        command = profile_fit_command(config, ROLLOUTS_PER_PROFILE_FIT, workdir, str(result_file), overrides)
-        return _run_and_read(command, result_file, raw / f"{name}.log", run.child_env(), run.timeout(420))
+        with tempfile.TemporaryDirectory(prefix=f"gpu-check-{Path(config).stem}-") as workdir:  # scratch checkpoints
+            command = profile_fit_command(config, ROLLOUTS_PER_PROFILE_FIT, workdir, str(result_file), overrides)
+            return _run_and_read(command, result_file, raw / f"{name}.log", run.child_env(), run.timeout(420))
 
     fits = [(f"profile-{Path(config).stem}", config) for config in profile_configs()]
     return [(name, lambda c=config, n=name: fit(c, n, ())) for name, config in fits]

@@ -65,8 +65,9 @@ def whole_fit_jobs(
     """Jobs for ``gpu-check``'s sequential stage; ``run_fit(fit, rollouts, workdir)`` runs one and reads its probe."""
 
     def job(fit: dict[str, Any]) -> dict[str, Any]:
-        workdir, rollouts = tempfile.mkdtemp(prefix=f"gpu-check-{fit['name']}-"), rollouts_for(fit["config"])
-        return {"rollouts": rollouts, **run_fit(fit, rollouts, workdir)}
+        rollouts = rollouts_for(fit["config"])
+        with tempfile.TemporaryDirectory(prefix=f"gpu-check-{fit['name']}-") as workdir:  # its checkpoints: scratch
+            return {"rollouts": rollouts, **run_fit(fit, rollouts, workdir)}
 
     return [(fit["name"], lambda f=fit: job(f)) for fit in plan]
 
