@@ -1,8 +1,9 @@
 """docs/architecture.md names every module of the package: a reader finds each file's job there, and a new module
-that is not described fails here instead of going unnoticed."""
+that is not described, or a row left behind by a module that moved, fails here instead of going unnoticed."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -15,3 +16,7 @@ def test_the_architecture_doc_names_every_module_of_the_package():
     assert len(modules) > 100  # the package was found
     missing = sorted(module for module in modules if f"`{module}`" not in doc)
     assert not missing, f"docs/architecture.md does not name {len(missing)} modules, e.g. {missing[:5]}"
+    # and its table of every module names none that is gone (a module moved or removed takes its row along)
+    rows = re.findall(r"^\| `([a-z0-9_/]+\.py)` \|", doc, re.MULTILINE)
+    gone = sorted(row for row in rows if row not in modules)
+    assert rows and not gone, f"docs/architecture.md describes modules that no longer exist: {gone}"
