@@ -48,7 +48,7 @@ from iquitos_lightning.agents.site_envs import make_agent_env
 from iquitos_lightning.agents.speed import SpeedConfig
 from iquitos_lightning.agents.update_step import GuardedUpdates
 from iquitos_lightning.agents.workload import configured_workload, env_workload, update_memory
-from iquitos_lightning.envs.env_config import EnvConfig
+from iquitos_lightning.envs.env_config import TRAINING_DEVICE, EnvConfig
 from iquitos_lightning.fastpath.distribution_bounds import MovesDistributionBounds
 from iquitos_lightning.fastpath.rollout_logging import log_rollout_metrics
 from iquitos_lightning.fastpath.tanh_normal import collection_policy
@@ -201,6 +201,8 @@ class RLAgent(MovesDistributionBounds, GuardedUpdates, CheckpointedState, pl.Lig
     def train_dataloader(self) -> CollectorStream:
         rollout, collection = self.rollout_config, self._runtime.collection
         collection.stop()
+        if self.env_config.backend.device == TRAINING_DEVICE:  # the twin steps where the agent trains
+            self._runtime.train_env = self.train_env.to(self.device)
         # The exploration policy through the fast TanhNormal sampler: the same actions, ~4x cheaper per frame.
         policy = collection_policy(self.exploration_policy, noise_hold_steps=rollout.noise_hold_steps)
         collection.start(

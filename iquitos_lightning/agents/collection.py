@@ -121,7 +121,12 @@ class RolloutCollection:
     def next_rollout(self) -> TensorDictBase:
         if self._iterator is None:
             self._iterator = iter(self.collector)
-        return next(self._iterator)
+        rollout = next(self._iterator)
+        env = self.collector.env if self._in_process else None
+        check_rollout = getattr(env, "check_rollout", None)
+        if check_rollout is not None and not env.checks_every_step:  # a twin on a GPU checks rollouts, not steps
+            check_rollout(rollout)
+        return rollout
 
     def sync_weights(self) -> None:
         """After an update: a collector that runs a copy of the policy (not the learner's own modules) and does not
@@ -158,12 +163,15 @@ def make_collector(
     ``overlap`` each worker collects whole rollouts in turn.
     ``options`` go to the collector (e.g. ``init_random_frames``).
     """
+    # A twin on the training device (env.backend.device: training) keeps its rollouts there: GAE and the updates
+    # read them where they are; any other env steps on the CPU and its rollouts go to host-side buffers.
+    env_device = train_env.device if collects_in_process(env_config, overlap) else torch.device("cpu")
     common: dict[str, Any] = {
         "frames_per_batch": frames_per_batch,
         "total_frames": -1,
-        "env_device": "cpu",
+        "env_device": env_device,
         "policy_device": policy_device,
-        "storing_device": "cpu",
+        "storing_device": env_device,
         **options,
     }
     if collects_in_process(env_config, overlap):

@@ -38,6 +38,8 @@ IQUITOS = "iquitos"
 CITYLEARN = "citylearn"
 TWIN = "twin"
 BACKENDS = (CITYLEARN, TWIN)
+CPU, TRAINING_DEVICE = "cpu", "training"
+TWIN_DEVICES = (CPU, TRAINING_DEVICE)
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,9 @@ class Backend:
     ``num_envs``: envs of the twin's batch; ``num_workers``: collection worker processes of CityLearn or a
     Gymnasium env (agents/collection.py; the twin batches instead); ``compile``: torch.compile the twin's step
     (~1 min to compile, then 3-5x faster at small batches).
+    ``device``: where the training twin steps: "cpu", or "training", the device the agent trains on (the twin's
+    tables, state and rollouts live there and a step makes no host synchronisation, so a GPU steps thousands of
+    envs at once: envs/twin.py "The twin on the training device"). On a CPU run both are the same.
     """
 
     train: str = CITYLEARN
@@ -57,6 +62,7 @@ class Backend:
     num_envs: int = 1
     num_workers: int = 1
     compile: bool = False
+    device: str = CPU
 
     def __post_init__(self) -> None:
         for name in ("train", "evaluate"):
@@ -74,6 +80,10 @@ class Backend:
             )
         if self.compile and self.train != TWIN:
             raise ValueError("backend.compile compiles the twin's step: set backend.train: twin")
+        if self.device not in TWIN_DEVICES:
+            raise ValueError(f"backend.device must be one of {TWIN_DEVICES}, got {self.device!r}")
+        if self.device == TRAINING_DEVICE and self.train != TWIN:
+            raise ValueError("backend.device: training moves the twin to the training device: set backend.train: twin")
 
 
 @dataclass(frozen=True)

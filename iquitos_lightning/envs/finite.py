@@ -95,12 +95,13 @@ def check_finite_batch(
     for name, part in (("reward", reward), ("observation", observation)):
         if part is None or bool(torch.isfinite(part).all()):
             continue
-        per_env = part.reshape(max(values.batch_size.numel(), 1), -1)  # [envs, values]
-        env, index = (int(position) for position in torch.nonzero(~torch.isfinite(per_env))[0])
+        per_env = part.reshape(max(values.batch_size.numel(), 1), -1)  # [envs (x steps of a rollout), values]
+        row, index = (int(position) for position in torch.nonzero(~torch.isfinite(per_env))[0])
         label = "reward" if name == "reward" else _observation_label(observation_names, index)
-        step = f" at step {int(steps.reshape(-1)[env])}" if steps is not None else ""
+        step = f" at step {int(steps.reshape(-1)[row])}" if steps is not None else ""
+        env = row // max(values.batch_size[1:].numel(), 1)  # a rollout [B, T]: the env is the first dimension
         raise NonFiniteEnvValue(
-            f"env {env_name!r} returned a non-finite {label} = {per_env[env, index].item()} in env {env} "
+            f"env {env_name!r} returned a non-finite {label} = {per_env[row, index].item()} in env {env} "
             f"of the batch{step} ({where}); check the data this value is computed from (for the site: "
             "series.csv of its built dataset)"
         )

@@ -11,7 +11,8 @@ wrote (as :class:`~iquitos_lightning.envs.gym_env.FlatGymEnv` does for a Gymnasi
 - ``step_count``: StepCounter's, the input's count + 1 at a step, 0 at a reset of that env (int64, [B, 1]);
 - ``episode_reward``: RewardSum's, the input's sum + this step's reward in float32, 0 at a reset;
 - the check that stops a run at a NaN or infinity in an observation or reward, naming it
-  (:func:`~iquitos_lightning.envs.finite.check_finite_batch`).
+  (:func:`~iquitos_lightning.envs.finite.check_finite_batch`). On a GPU the step skips it (it is a host sync) and
+  whoever collects checks each rollout instead (:meth:`TrainingTwin.check_rollout`, agents/collection.py).
 
 Like the transforms, the two counters are read from the tensordict a step or reset is given (what the collector
 carries from the step before) rather than kept in the env: a run resumed from a checkpoint taken with the stack
@@ -84,7 +85,8 @@ class TrainingTwin(IquitosTwin):
         fresh.set(STEP_COUNT, self.observation_spec[STEP_COUNT].zero())
         fresh.set(EPISODE_REWARD, self.observation_spec[EPISODE_REWARD].zero())
         self._write_hindsight(fresh)
-        check_finite_batch(fresh, ENV_NAME, self.tables.observation_names, "reset")
+        if self.checks_every_step:
+            check_finite_batch(fresh, ENV_NAME, self.tables.observation_names, "reset")
         return fresh
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -92,8 +94,20 @@ class TrainingTwin(IquitosTwin):
         next_values.set(STEP_COUNT, tensordict.get(STEP_COUNT) + 1)
         next_values.set(EPISODE_REWARD, tensordict.get(EPISODE_REWARD, 0.0) + next_values.get("reward"))
         self._write_hindsight(next_values)
-        check_finite_batch(next_values, ENV_NAME, self.tables.observation_names, "step")
+        if self.checks_every_step:
+            check_finite_batch(next_values, ENV_NAME, self.tables.observation_names, "step")
         return next_values
+
+    @property
+    def checks_every_step(self) -> bool:
+        """Whether each step checks its values are finite: on the CPU, where the check costs ~14 us; not on the device
+        code path (``sync_free``: a GPU), where it would make every step wait for the device (the collector checks
+        each rollout instead)."""
+        return not self.sync_free
+
+    def check_rollout(self, rollout: TensorDictBase) -> None:
+        """The finite-value check of a whole rollout ([B, T], collected from this env): one host sync per rollout."""
+        check_finite_batch(rollout["next"], ENV_NAME, self.tables.observation_names, "step")
 
     def _write_hindsight(self, values: TensorDictBase) -> None:
         """The hindsight row of each env's observation (the row its observation was read from: year offset + clock,

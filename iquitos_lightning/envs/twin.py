@@ -158,6 +158,9 @@ class IquitosTwin(EnvBase):
         if episode_hours is not None and episode_hours < 1:
             raise ValueError(f"episode_hours must be >= 1, got {episode_hours}")
         super().__init__(device=device, batch_size=torch.Size([num_envs]))
+        # The device code path: a step that never waits for the device (no check reads a tensor's value on the host),
+        # taken on any device but the CPU (see ``to``); a test sets it on the CPU to run that path there.
+        self.sync_free = self.device.type != "cpu"
         self.start = start
         self.episode_hours = episode_hours
         self._start_generator = torch.Generator(device="cpu").manual_seed(seed)
@@ -368,6 +371,29 @@ class IquitosTwin(EnvBase):
             bess=self.site_config.bess,
         )
 
+    # ----- the twin on another device ------------------------------------------------------------
+    def to(self, device: str | torch.device) -> IquitosTwin:
+        """The twin with its tables, physics constants and state on ``device`` (specs moved by TorchRL's ``to``).
+
+        Why a twin moves rather than being built there: an agent builds its networks from the training env's specs
+        in its constructor, on the CPU, and learns its device only when Lightning places it (agents/base.py moves
+        the twin then, ``env.backend.device: training``). Every tensor the twin holds is a plain attribute, which
+        ``nn.Module.to`` does not reach, so this moves each one; the carried socket bands are dropped (the next step
+        computes them from the moved state, bit for bit what was carried).
+        """
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        if device == self.device:
+            return self
+        super().to(device)
+        self.sync_free = device.type != "cpu"
+        for holder in (self, self._state, self.models, self.models.batteries,
+                       self.models.batteries.power_efficiency_curve, self.models.batteries.capacity_power_curve):  # fmt: skip
+            _move_tensors(holder, device)
+        self._state.bands = None
+        return self
+
     # ----- exact resume -------------------------------------------------------------------------
     def resume_state(self) -> dict[str, Any]:
         """Everything the twin's next steps and resets depend on, as CPU tensors and ints (a checkpoint's
@@ -421,7 +447,7 @@ class IquitosTwin(EnvBase):
     # fresh tensor of the env's batch size and device, and the validation is half of a B=1 step.
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         state = self._state
-        if bool((state.t >= self.hours).any()):
+        if not self.sync_free and bool((state.t >= self.hours).any()):
             raise RuntimeError("an episode is over: reset it first")
         result = self._simulate(state.t, state.soc, state.capacity, state.peak, tensordict.get("action"), state.bands)
         state.t, state.soc, state.capacity, state.peak, state.observation, reward, terminated, flows, departing_soc = (
@@ -642,6 +668,13 @@ def _where_bands(reset: torch.Tensor, fresh: SocketBands | None, kept: SocketBan
 
 def _band_fields(bands: SocketBands) -> tuple[Any, ...]:
     return (bands.low, bands.high, bands.laxity_h, bands.need_kwh)
+
+
+def _move_tensors(holder: Any, device: torch.device) -> None:
+    """Every tensor attribute of ``holder`` (its ``__dict__``) replaced by its copy on ``device``."""
+    for name, value in list(vars(holder).items()):
+        if isinstance(value, torch.Tensor):
+            vars(holder)[name] = value.to(device)
 
 
 def _same_site_years(series: SiteSeries, years: Sequence[SiteSeries]) -> list[SiteSeries]:

@@ -1,0 +1,98 @@
+"""The twin's device code path (``sync_free``: no host sync in a step, tables and state moved by ``to``) runs the site's
+whole horizon as the CPU twin does, on every kept layout and both objectives, through the collector an agent uses.
+
+On the CPU the path is forced (``sync_free = True``) and must give the very same rollouts, bit for bit; on CUDA
+(``pytest -m gpu``) the moved twin must equal the CPU twin within float32 round-off (kernels may fuse or order float
+operations differently), the same actions going in (a fixed table indexed by the step count, not a function of the
+observation, so a last-bit difference cannot change the trajectory).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModule
+from torchrl.collectors import Collector
+
+from iquitos_lightning.envs.actions import LAYOUTS
+from iquitos_lightning.envs.finite import NonFiniteEnvValue
+from iquitos_lightning.envs.training_twin import STEP_COUNT, TrainingTwin, make_torchrl_twin
+from tests.envs.twin_testkit import TINY
+
+HOURS = 168  # the tiny site's horizon
+# 4 envs of 40-h episodes from staggered starts (0, 42, 84, 126): over 168 steps each env covers the horizon, through
+# truncations, partial resets and the year's end
+OPTIONS = {"num_envs": 4, "start": "staggered", "episode_hours": 40}
+CUDA = pytest.param(
+    "cuda",
+    marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")],
+)
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("data")
+
+
+class _ActionTable(torch.nn.Module):
+    """Action k of a fixed random table at step count k: the same actions on any device, whatever it observes."""
+
+    def __init__(self, actions: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("actions", actions)
+
+    def forward(self, step_count: torch.Tensor) -> torch.Tensor:
+        return self.actions[step_count[..., 0] % len(self.actions)]
+
+
+def _rollout(twin: TrainingTwin, steps: int) -> TensorDictBase:
+    generator = torch.Generator().manual_seed(0)
+    actions = torch.rand(HOURS, twin.num_envs, twin.action_size, generator=generator) * 2 - 1
+    table = _ActionTable(actions[:, 0]).to(twin.device)  # [steps, actions]: the same row for every env
+    policy = TensorDictModule(table, in_keys=[STEP_COUNT], out_keys=["action"])
+    collector = Collector(
+        twin, policy, frames_per_batch=twin.num_envs * steps, total_frames=-1, env_device=twin.device,
+        policy_device=twin.device, storing_device=twin.device, auto_register_policy_transforms=False,
+    )  # fmt: skip
+    rollout = next(iter(collector))
+    collector.shutdown()
+    return rollout.exclude("collector")
+
+
+@pytest.mark.parametrize("objective", ["tariff", "thesis"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+def test_the_device_code_path_runs_the_horizon_as_the_cpu_twin(
+    data_root: Path, device: str, layout: str, objective: str
+) -> None:
+    options = {**OPTIONS, "layout": layout, "objective": objective}
+    reference = _rollout(make_torchrl_twin(TINY, data_root=data_root, **options), HOURS)
+    moved = make_torchrl_twin(TINY, data_root=data_root, **options).to(device)
+    moved.sync_free = True  # the CPU takes it only when told; CUDA always does
+    assert moved.sync_free and not moved.checks_every_step
+    held = [value for value in vars(moved).values() if isinstance(value, torch.Tensor)]
+    held += [value for value in vars(moved._state).values() if isinstance(value, torch.Tensor)]
+    assert held and all(value.device.type == device for value in held)
+
+    rollout = _rollout(moved, HOURS)
+    assert rollout.device.type == device  # stored where the twin steps: GAE and the updates read it there
+    moved.check_rollout(rollout)  # the per-rollout finite check replacing the per-step one
+    assert rollout["next", "truncated"].any() and rollout["next", "terminated"].any()  # resets were crossed
+    for key, value in reference.items(include_nested=True, leaves_only=True):
+        other = rollout.get(key).cpu()
+        if device == "cpu" or not value.is_floating_point():
+            assert torch.equal(other, value), key
+        else:
+            torch.testing.assert_close(other, value, rtol=1e-5, atol=1e-5, msg=lambda text, key=key: f"{key}: {text}")
+
+
+def test_a_rollout_with_a_non_finite_value_is_refused_naming_it(data_root: Path) -> None:
+    twin = make_torchrl_twin(TINY, data_root=data_root, **OPTIONS)
+    twin.sync_free = True
+    rollout = _rollout(twin, 8)
+    rollout["next", "reward"][2, 5] = float("nan")
+    with pytest.raises(NonFiniteEnvValue, match="non-finite reward = nan in env 2 of the batch at step 6"):
+        twin.check_rollout(rollout)
