@@ -388,8 +388,9 @@ class IquitosTwin(EnvBase):
             return self
         super().to(device)
         self.sync_free = device.type != "cpu"
-        for holder in (self, self._state, self.models, self.models.batteries,
-                       self.models.batteries.power_efficiency_curve, self.models.batteries.capacity_power_curve):  # fmt: skip
+        batteries = self.models.batteries
+        curves = (batteries.power_efficiency_curve, batteries.capacity_power_curve)
+        for holder in (self, self._state, self.models, batteries, *curves):
             _move_tensors(holder, device)
         self._state.bands = None
         return self
