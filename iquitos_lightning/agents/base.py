@@ -229,6 +229,8 @@ class RLAgent(MovesDistributionBounds, GuardedUpdates, CheckpointedState, pl.Lig
         if self.device.type == "cuda" and self.algorithm is not None:
             free, _ = cuda_free_and_total_bytes(self.device.index or 0)  # IQUITOS_GPU_MEMORY_CAP_GIB applies
             hint = "Lower the batch or rollout size or --model.hidden_sizes, or try --profile auto."
+            if self.env_config.backend.device == TRAINING_DEVICE:
+                hint = "Lower env.backend.num_envs or the rollout size, or step the twin on the CPU: backend.device cpu"
             check_device_fits(self.device_memory_estimate(), free, torch.cuda.get_device_name(self.device), hint)
         fit_loop = self.trainer.fit_loop
         if fit_loop.max_epochs != -1:
@@ -289,7 +291,14 @@ class RLAgent(MovesDistributionBounds, GuardedUpdates, CheckpointedState, pl.Lig
         """Device memory one update needs with these settings: checked at the start of every fit on CUDA, so a run
         that cannot fit refuses before its first rollout."""
         workload = self.workload(self.train_env, self.rollout_config.frames_per_batch)
-        return update_memory(str(self.algorithm), workload, self.hparams, self.update_rows())
+        estimate = update_memory(str(self.algorithm), workload, self.hparams, self.update_rows())
+        if self.env_config.backend.device != TRAINING_DEVICE:
+            return estimate
+        # the twin moves to the device with its rollouts: its tables and step, and the collector's rollout beside
+        # the copy the update reads (agents/collection.py)
+        rollout = self.rollout_config.frames_per_batch * workload.transition_bytes
+        twin = getattr(self.train_env, "base_env", self.train_env)  # under a residual wrapper: its base env
+        return dataclasses.replace(estimate, env=twin.device_bytes() + rollout)
 
     # ----- evaluation: Lightning's loops hand out episodes, PolicyEvaluation plays and logs them ---------------
     def val_dataloader(self) -> list[int]:

@@ -7,6 +7,7 @@ rollout; both read the same three sizes, computed here once.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +19,8 @@ from iquitos_lightning.agents.networks import make_actor
 from iquitos_lightning.agents.replay import bytes_per_transition
 from iquitos_lightning.envs.env_config import EnvConfig
 from iquitos_lightning.envs.factory import env_specs
+from iquitos_lightning.envs.site_data import site_config_of
+from iquitos_lightning.envs.twin import twin_device_bytes
 from iquitos_lightning.profile.memory_budget import DeviceEstimate, Workload, device_estimate, network_shapes
 
 
@@ -39,11 +42,21 @@ def env_workload(env: EnvBase, frames_per_batch: int, actor_log_prob: bool) -> W
 def configured_workload(model_args: Mapping[str, Any], actor_log_prob: bool) -> Workload:
     """:func:`env_workload` from an agent's configured arguments: the env's specs read without building a site
     (:func:`~iquitos_lightning.envs.factory.env_specs`)."""
-    env = env_specs(as_config(EnvConfig, model_args.get("env")))
+    config = as_config(EnvConfig, model_args.get("env"))
+    env = env_specs(config)
     try:
-        return env_workload(env, as_config(RolloutConfig, model_args.get("rollout")).frames_per_batch, actor_log_prob)
+        frames_per_batch = as_config(RolloutConfig, model_args.get("rollout")).frames_per_batch
+        workload = env_workload(env, frames_per_batch, actor_log_prob)
     finally:
         env.close()
+    if not config.on_twin:
+        return workload
+    site = site_config_of(config.site)
+    years = len(config.training.train_site_seeds or [config.site])
+    tables, per_env = twin_device_bytes(
+        rows=years * site.hours, sockets=site.ev.socket_count, observation_width=workload.observation_dim
+    )
+    return dataclasses.replace(workload, twin_table_bytes=tables, twin_bytes_per_env=per_env)
 
 
 def update_memory(

@@ -92,6 +92,9 @@ ZERO, STAGGERED, RANDOM = "zero", "staggered", "random"
 # session's arrival SOC; the BESS starts at the schema's initial SOC; the month-to-date peak (tariff) at the
 # reference run's value at that hour (``references.start_peaks``, envs/reference_tables.py), or at 0.
 START_SCHEDULES = (ZERO, STAGGERED, RANDOM)
+# float64 [B, 1 + S] arrays a step keeps alive at once, counted generously (the step makes about 40 such temporaries;
+# the allocator reuses most of them): the working set :meth:`IquitosTwin.device_bytes` adds to the tables.
+STEP_WORKING_ARRAYS = 64
 
 
 class IquitosTwin(EnvBase):
@@ -395,6 +398,21 @@ class IquitosTwin(EnvBase):
         self._state.bands = None
         return self
 
+    def device_bytes(self) -> int:
+        """Bytes the twin holds on its device (tables of every year, physics constants, state) plus a step's working
+        set (:data:`STEP_WORKING_ARRAYS` float64 arrays of [B, 1 + S] alive at once, with margin): what the memory
+        check counts before a run moves the twin to a GPU (profile/memory_budget.py)."""
+        batteries = self.models.batteries
+        holders = (self, self._state, self.models, batteries,
+                   batteries.power_efficiency_curve, batteries.capacity_power_curve)  # fmt: skip
+        held = sum(
+            value.numel() * value.element_size()
+            for holder in holders
+            for value in vars(holder).values()
+            if isinstance(value, torch.Tensor)
+        )
+        return held + STEP_WORKING_ARRAYS * self.num_envs * (1 + self.sockets) * 8
+
     # ----- exact resume -------------------------------------------------------------------------
     def resume_state(self) -> dict[str, Any]:
         """Everything the twin's next steps and resets depend on, as CPU tensors and ints (a checkpoint's
@@ -669,6 +687,22 @@ def _where_bands(reset: torch.Tensor, fresh: SocketBands | None, kept: SocketBan
 
 def _band_fields(bands: SocketBands) -> tuple[Any, ...]:
     return (bands.low, bands.high, bands.laxity_h, bands.need_kwh)
+
+
+# Bytes of one row (one hour of one year) of the twin's tables beyond the observation's float32 columns: per socket
+# the plugged flag, required SOC, hours left, departing and arriving flags, arrival SOCs (1 + 8 + 8 + 1 + 1 + 4 + 4),
+# and per hour the series, window and period columns, start peaks, baseline and the critic's hindsight (counted high).
+TABLE_BYTES_PER_SOCKET_ROW = 27
+TABLE_BYTES_PER_HOUR_ROW = 512
+
+
+def twin_device_bytes(*, rows: int, sockets: int, observation_width: int) -> tuple[int, int]:
+    """What :meth:`IquitosTwin.device_bytes` will be, from sizes alone (no site built; the auto profile's input):
+    (the tables' bytes for ``rows`` = years x hours, the bytes per env of state and a step's working set).
+    ``tests/envs/test_device_twin.py`` holds it at or above the measured bytes."""
+    tables = rows * (observation_width * 4 + sockets * TABLE_BYTES_PER_SOCKET_ROW + TABLE_BYTES_PER_HOUR_ROW)
+    per_env = observation_width * 4 + (1 + sockets) * (4 + STEP_WORKING_ARRAYS * 8) + 64
+    return tables, per_env
 
 
 def _move_tensors(holder: Any, device: torch.device) -> None:

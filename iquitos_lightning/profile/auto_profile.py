@@ -39,6 +39,9 @@ PROFILE_KEYS = (
     "model.speed.fused_adam",
     "model.speed.cuda_graphs",
     "model.speed.tf32",
+    "model.env.backend.device",
+    "model.env.backend.num_envs",
+    "model.rollout.frames_per_batch",
 )
 
 

@@ -52,6 +52,15 @@ class Workload:
     action_dim: int
     transition_bytes: int  # one stored transition (obs, next obs, action, reward, flags, ...)
     frames_per_batch: int  # frames per collector rollout (PPO and A2C move the whole rollout to the device)
+    # The twin's bytes were it to step on the device (envs/twin.py twin_device_bytes): its tables, and its state and
+    # working set per env. Both 0: the env is not the twin.
+    twin_table_bytes: int = 0
+    twin_bytes_per_env: int = 0
+
+    def twin_bytes(self, num_envs: int) -> int:
+        """The device twin of ``num_envs`` envs with one rollout beside the copy the update reads."""
+        rollout = self.frames_per_batch * self.transition_bytes
+        return self.twin_table_bytes + num_envs * self.twin_bytes_per_env + rollout
 
 
 @dataclass(frozen=True)
@@ -101,10 +110,11 @@ class DeviceEstimate:
     targets: int
     batch: int
     activations: int
+    env: int = 0  # a twin stepping on the device (env.backend.device: training): its tables, state and step
 
     @property
     def subtotal(self) -> int:
-        return self.weights_and_optimizer + self.targets + self.batch + self.activations
+        return self.weights_and_optimizer + self.targets + self.batch + self.activations + self.env
 
     @property
     def total(self) -> int:
@@ -114,7 +124,9 @@ class DeviceEstimate:
     def parts(self) -> str:
         return (
             f"weights+grads+Adam {_gib(self.weights_and_optimizer)}, targets {_gib(self.targets)}, "
-            f"batch {_gib(self.batch)}, activations {_gib(self.activations)}; "
+            f"batch {_gib(self.batch)}, activations {_gib(self.activations)}"
+            + (f", twin {_gib(self.env)}" if self.env else "")
+            + "; "
             f"x{DEVICE_MARGIN_FACTOR} + {DEVICE_FIXED_OVERHEAD_BYTES // MIB} MiB"
         )
 

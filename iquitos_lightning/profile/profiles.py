@@ -12,6 +12,7 @@ Settings are named by their config path without ``init_args`` (``model.batch_siz
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -192,10 +193,13 @@ def choose_profile(
         ("trainer.precision", precision, precision_why),
         ("model.hidden_sizes", list(profile.hidden_sizes), profile.why),
     ]
+    on_twin = workload.twin_table_bytes > 0
     if algorithm == "sac":
         proposals.append(("model.batch_size", profile.sac_batch_size, f"{profile.label} profile"))
-    elif algorithm == "ppo":
+    elif algorithm == "ppo" and not on_twin:
         proposals.append(("model.minibatch_size", profile.ppo_minibatch_size, f"{profile.label} profile"))
+    if on_twin:
+        proposals += _twin_batch_proposals(cuda, algorithm)
     proposals += [
         _compile_proposal(cuda, algorithm),
         _fused_adam_proposal(cuda, algorithm),
@@ -231,13 +235,50 @@ def choose_profile(
     else:
         gradient_rows = data_rows = workload.frames_per_batch
 
+    if on_twin and algorithm != "sac":
+        workload = dataclasses.replace(workload, frames_per_batch=int(values["model.rollout.frames_per_batch"]))
+        if algorithm == "ppo":
+            gradient_rows, data_rows = int(values["model.minibatch_size"]), workload.frames_per_batch
+        else:
+            gradient_rows = data_rows = workload.frames_per_batch
     estimate = device_estimate(
         network_shapes(algorithm, workload, hidden), gradient_rows, data_rows, workload.transition_bytes
     )
+    if cuda and values.get("model.env.backend.device") == "training":
+        envs = int(values.get("model.env.backend.num_envs", 1))
+        estimate = dataclasses.replace(estimate, env=workload.twin_bytes(envs))
     free = device.free_memory_bytes if cuda else device.host_available_bytes - buffer_bytes
     where = f"{device.name}" if cuda else "host RAM (next to the replay buffer)"
     check_device_fits(estimate, free, where, _what_to_lower(algorithm))
     return ProfileChoice(device, algorithm, chosen_class, tuple(settings), estimate, buffer_bytes, tuple(notes))
+
+
+# The batch shape of the card's on-policy agents on the twin (envs, frames a rollout, PPO's minibatch), by where the
+# twin steps: on the CPU the card profiles' (configs/ppo_cpu.yaml, a2c_cpu.yaml: 64 envs, the size the comparisons
+# learned with); on a GPU the *_rtx4060 profiles' (thousands of envs stepped at once on the device, short rollouts, a
+# few large minibatches: docs/performance.md, "The twin on the training device").
+TWIN_BATCHES = {
+    ("ppo", False): (64, 8192, 512),
+    ("ppo", True): (1024, 16384, 2048),
+    ("a2c", False): (64, 1024, None),
+    ("a2c", True): (256, 4096, None),
+}
+
+
+def _twin_batch_proposals(cuda: bool, algorithm: str) -> list[tuple[str, Any, str]]:
+    """Where the twin steps (on CUDA: on the device) and, for PPO and A2C, the batch shape that suits it."""
+    if cuda:
+        proposals = [("model.env.backend.device", "training", "the twin steps on the GPU: no host sync in a step")]
+    else:
+        proposals = [("model.env.backend.device", "cpu", "CPU: the twin steps where the agent trains either way")]
+    if algorithm == "sac":
+        return proposals
+    envs, frames, minibatch = TWIN_BATCHES[(algorithm, cuda)]
+    why = "the *_rtx4060 profile's GPU batch" if cuda else "the card's CPU batch (*_cpu profile)"
+    proposals += [("model.env.backend.num_envs", envs, why), ("model.rollout.frames_per_batch", frames, why)]
+    if minibatch is not None:
+        proposals.append(("model.minibatch_size", minibatch, why))
+    return proposals
 
 
 def _resolve(key: str, value: Any, why: str, overrides: Mapping[str, Any], checkpoint_keys: frozenset[str]) -> Setting:

@@ -18,8 +18,11 @@ from tensordict.nn import TensorDictModule
 from torchrl.collectors import Collector
 
 from iquitos_lightning.envs.actions import LAYOUTS
+from iquitos_lightning.envs.env_config import EnvConfig
 from iquitos_lightning.envs.finite import NonFiniteEnvValue
 from iquitos_lightning.envs.training_twin import STEP_COUNT, TrainingTwin, make_torchrl_twin
+from iquitos_lightning.envs.twin import twin_device_bytes
+from iquitos_lightning.errors import ConfigError
 from tests.envs.twin_testkit import TINY
 
 HOURS = 168  # the tiny site's horizon
@@ -96,3 +99,26 @@ def test_a_rollout_with_a_non_finite_value_is_refused_naming_it(data_root: Path)
     rollout["next", "reward"][2, 5] = float("nan")
     with pytest.raises(NonFiniteEnvValue, match="non-finite reward = nan in env 2 of the batch at step 6"):
         twin.check_rollout(rollout)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_estimate_the_auto_profile_makes_without_a_site_covers_what_the_twin_holds(
+    data_root: Path, layout: str
+) -> None:
+    twin = make_torchrl_twin(TINY, data_root=data_root, **OPTIONS, layout=layout, objective="tariff")
+    width = twin.observation_spec["observation"].shape[-1]
+    tables, per_env = twin_device_bytes(rows=twin.hours, sockets=twin.sockets, observation_width=width)
+    estimate, held = tables + twin.num_envs * per_env, twin.device_bytes()
+    assert held <= estimate <= 3 * held, (held, estimate)
+
+
+@pytest.mark.parametrize(
+    ("backend", "says"),
+    [
+        ({"device": "training"}, "backend.device: training moves the twin to the training device: set backend.train"),
+        ({"train": "twin", "device": "gpu"}, r"backend.device must be one of \('cpu', 'training'\), got 'gpu'"),
+    ],
+)
+def test_a_device_for_anything_but_the_twin_or_an_unknown_one_is_one_line(backend: dict, says: str) -> None:
+    with pytest.raises(ConfigError, match=f"^model.init_args.env: {says}"):
+        EnvConfig(backend=backend)

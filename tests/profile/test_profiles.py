@@ -188,3 +188,37 @@ def test_on_policy_agents_get_their_own_batch_keys():
     assert a2c.buffer_bytes == 0
     with pytest.raises(ValueError, match="auto profiles know"):
         choose_profile(H100, "dqn", {}, IQUITOS)
+
+
+# The card's site on the twin: its four training years' tables (rows = 4 x 8,760) and a compact observation.
+CARD_TWIN = Workload(
+    observation_dim=60, action_dim=4, transition_bytes=600, frames_per_batch=8192,
+    twin_table_bytes=4 * 8760 * 4_000, twin_bytes_per_env=70_000,
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(("algorithm", "envs", "frames"), [("ppo", 1024, 16384), ("a2c", 256, 4096)])
+def test_on_a_gpu_the_twin_steps_on_the_device_with_the_gpu_batch_and_on_a_cpu_with_the_cards(
+    algorithm: str, envs: int, frames: int
+) -> None:
+    on_gpu = choose_profile(RTX_4060_LAPTOP, algorithm, {}, CARD_TWIN)
+    assert on_gpu.value("model.env.backend.device") == "training"
+    assert (on_gpu.value("model.env.backend.num_envs"), on_gpu.value("model.rollout.frames_per_batch")) == (
+        envs,
+        frames,
+    )
+    assert on_gpu.device_memory.env == CARD_TWIN.twin_table_bytes + envs * 70_000 + frames * 600  # counted
+    on_cpu = choose_profile(cpu(), algorithm, {}, CARD_TWIN)
+    assert on_cpu.value("model.env.backend.device") == "cpu" and on_cpu.value("model.env.backend.num_envs") == 64
+    assert on_cpu.device_memory.env == 0
+    if algorithm == "ppo":
+        assert on_gpu.value("model.minibatch_size") == 2048 and on_cpu.value("model.minibatch_size") == 512
+    pendulum = choose_profile(RTX_4060_LAPTOP, algorithm, {}, Workload(3, 1, 100, 1000))  # not the twin: no such keys
+    assert all(not setting.key.startswith("model.env") for setting in pendulum.settings)
+
+
+def test_a_twin_whose_tables_do_not_fit_the_gpu_is_refused_at_start_naming_them() -> None:
+    huge = Workload(60, 4, 600, 8192, twin_table_bytes=int(9 * GIB), twin_bytes_per_env=70_000)
+    with pytest.raises(InsufficientMemory, match=r"twin 9\.\d\d GiB"):
+        choose_profile(RTX_4060_LAPTOP, "ppo", {}, huge)
+    choose_profile(RTX_4060_LAPTOP, "ppo", {"model.env.backend.device": "cpu"}, huge)  # on the CPU it runs
