@@ -21,6 +21,10 @@ and writes ``gpu_check.json`` and ``gpu_check.md`` (a table a person reads) into
 6. **fits**: whole fits of each ``*_rtx4060.yaml`` as committed, in its alternative settings and as its
    ``*_cpu.yaml``, one at a time after the parallel checks (:mod:`iquitos_lightning.bench.whole_fits`):
    whether the GPU profile trains faster than the CPU profile a user could run instead.
+7. **device-twin**: the training twin on the training device (``env.backend.device: training``): its frames/s
+   against num_envs on CUDA and the CPU with peak VRAM, then the card's PPO for its whole budget and the other GPU
+   profiles for a few seconds each, with that twin: frames/s, wall time, peak VRAM and the trained policy's bill on the
+   development year (:mod:`iquitos_lightning.bench.device_twin_check`).
 
 On a machine without CUDA the checks that apply still run (device detection and the profile choice,
 the update step on the CPU in 32-true) and the others are reported as skipped, with why.
@@ -47,6 +51,7 @@ import torch
 from rich.progress import Progress
 
 from iquitos_lightning.agents import A2C, PPO, SAC
+from iquitos_lightning.bench import device_twin_check
 from iquitos_lightning.bench.gpu_check_report import markdown_report
 from iquitos_lightning.bench.gpu_check_tasks import profile_fit_command
 from iquitos_lightning.bench.update_step import largest_relative_difference
@@ -69,7 +74,7 @@ VERSIONED = ("torch", "lightning", "torchrl", "tensordict", "citylearn", "gymnas
 # sums (tiny differences); half precisions round activations, so their tolerance is wider.
 MATCH_TOLERANCE = {"32-true": 1e-3, "16-mixed": 2e-2, "bf16-mixed": 5e-2}
 ROLLOUTS_PER_PROFILE_FIT = 2  # the first starts workers (and compiles); the second is timed
-CHECKS = ("profiles", "oom", "buffer", "fits", "update")  # what --only chooses from
+CHECKS = ("profiles", "oom", "buffer", "fits", "device-twin", "update")  # what --only chooses from
 LEAST_SECONDS_TO_START = 30  # with --deadline-s, a check is not started with less time left than this
 
 
@@ -362,6 +367,32 @@ def buffer_jobs(run: CheckRun) -> list[tuple[str, Callable[[], dict[str, Any]]]]
     return [(f"buffer-{capacity}", lambda capacity=capacity: probe(capacity)) for capacity in BUFFER_CAPACITIES]
 
 
+# ----- 7. the twin on the training device -------------------------------------------------------------------------
+def device_twin(run: CheckRun) -> dict[str, Any]:
+    """The training twin's frames/s against num_envs (CUDA under the cap, and the CPU), then the card profiles' fits
+    with the twin on the training device, one at a time (:mod:`iquitos_lightning.bench.device_twin_check`)."""
+    arguments = device_twin_check.twin_arguments(run.quick, run.cuda)
+    twin = run_child(run, "twin-scaling", arguments, "device-twin-scaling", device_twin_check.TWIN_TIMEOUT_S)
+    if not run.cuda:
+        fits: Any = skipped(
+            "the GPU profiles' fits with the twin on the GPU need a CUDA device (this machine has none)"
+        )
+    else:
+        plan = device_twin_check.fit_plan()
+        if run.quick:
+            plan = [{**plan[1], "stop_after_s": device_twin_check.QUICK_FIT_SECONDS}]  # one capped fit: a smoke run
+
+        def child(command: list[str], result_file: Path, log: Path, timeout_s: int) -> dict[str, Any]:
+            return _run_and_read(command, result_file, log, run.child_env(), run.timeout(timeout_s))
+
+        jobs = [(planned["profile"], lambda p=planned: device_twin_check.run_fit(p, run.out / "raw", child))
+                for planned in plan]  # fmt: skip
+        results = run_sequential(jobs, run)
+        fits = [{"profile": planned["profile"], **results.get(planned["profile"], {"error": "not run"})}
+                for planned in plan]  # fmt: skip
+    return {"twin": twin, "fits": fits, "verdict": device_twin_check.judge(twin, fits)}
+
+
 # ----- orchestration ----------------------------------------------------------------------------------------------
 def run_parallel(
     jobs: list[tuple[str, Callable[[], dict[str, Any]]]], workers: int, run: CheckRun
@@ -447,6 +478,7 @@ def run_checks(run: CheckRun) -> dict[str, Any]:
         report["whole_fits"] = gpu_profile_fits(run)
     else:
         report["whole_fits"] = skipped(left_out if run.cuda else f"a GPU profile against the CPU {no_cuda}")
+    report["device_twin"] = device_twin(run) if "device-twin" in run.only else skipped(left_out)
     groups = run_sequential(update_jobs(run, False, "timed") if "update" in run.only else [], run)
     rows = judge_update_rows(list(groups.values()))
     not_run = [] if run.cuda else ["16-mixed, bf16-mixed, cuda_graphs: " + no_cuda]

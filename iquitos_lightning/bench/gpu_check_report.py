@@ -184,6 +184,87 @@ def buffer_section(buffer: Any) -> str:
     return title + _table(header, rows) + f"\nVRAM flat: {_number(buffer.get('vram_flat'))}.\n"
 
 
+def device_twin_section(section: Any) -> str:
+    """The training twin on the training device: the twin's frames/s against num_envs, then the profiles' fits."""
+    # lazy: the table's layout is the bench's (bench/twin.py), which a report of another section never needs
+    from iquitos_lightning.bench.twin import scaling_cells
+
+    title = "## The twin on the training device (`env.backend.device: training`)\n\n"
+    if why := _skipped(section):
+        return title + f"Skipped: {why}.\n"
+    twin = section["twin"]
+    text = title
+    if "error" in twin:
+        text += f"Twin frames/s vs num_envs: failed: {twin['error'][:300]}\n"
+    else:
+        years = twin.get("years")
+        text += (
+            f"Training twin frames/s vs num_envs ({twin['site']}, the card's problem"
+            f"{', training years ' + ', '.join(map(str, years)) if years else ''}; TorchRL `Collector`, random policy, "
+            f"rollouts stored on the twin's device; at least {twin['seconds']:g} s a row"
+            + (f"; CUDA under the {twin['cap_gib']:g} GiB cap" if twin.get("cap_gib") else "")
+            + "):\n\n"
+        )
+        header, body = scaling_cells(twin["rows"])
+        text += _table(header, body)
+    fits = section["fits"]
+    if why := _skipped(fits):
+        text += f"\nFits: skipped: {why}.\n"
+    else:
+        rows = []
+        for row in fits:
+            if "error" in row:
+                rows.append([row["profile"], "failed: " + row["error"][:160]] + [""] * 8)
+                continue
+            stopped = row.get("stopped_by_time_at_frames")
+            budget = row.get("budget")
+            frames = f"{row.get('frames_done', 0):,}"
+            if budget:
+                frames += f" of {budget:,}" + (" (stopped by time)" if stopped else "")
+            else:
+                frames += f" (stopped {row['stop_after_s']:g} s after the first rollout)"
+            bill = row.get("bill_pen")
+            rows.append(
+                [
+                    row["profile"],
+                    row.get("precision", "-"),
+                    frames,
+                    _number(row.get("frames_per_s"), 0),
+                    _number(row.get("frames_per_fit_s"), 0),
+                    _number(row.get("wall_s"), 0),
+                    _number(row.get("process_wall_s"), 0),
+                    f"{_number(row.get('peak_allocated_gib'))} / {_number(row.get('peak_reserved_gib'))}",
+                    f"{bill:,.0f}" if bill is not None else row.get("bill_error", "-"),
+                ]
+            )
+        header = ["profile", "precision", "frames", "frames/s (after 1st rollout)", "frames/s (whole fit)",
+                  "fit wall s", "process wall s (setup, fit, test)", "peak VRAM alloc / reserved GiB",
+                  "dev-year bill PEN"]  # fmt: skip
+        text += (
+            "\nFits with `--model.init_args.env.backend.device training`, one at a time; no evaluation during the fit "
+            "(`--trainer.limit_val_batches 0`), then the final test of the final policy on the twin over the "
+            "development year (the bill). The capped fits are speed figures: their bills are of policies trained for "
+            "seconds.\n\n" + _table(header, rows)
+        )
+    return text + verdict_line(section.get("verdict") or {})
+
+
+def verdict_line(verdict: dict[str, Any]) -> str:
+    """The device-twin section's verdicts as one sentence (empty without any)."""
+    parts = []
+    if "fastest_cuda" in verdict:
+        best = verdict["fastest_cuda"]
+        parts.append(f"fastest CUDA size {best['num_envs']:,} envs at {best['frames_per_s']:,.0f} frames/s")
+        parts.append(f"largest CUDA size run {verdict['largest_cuda_num_envs']:,}")
+    if "fastest_cuda_over_fastest_cpu" in verdict:
+        parts.append(f"fastest CUDA row over the fastest CPU row {verdict['fastest_cuda_over_fastest_cpu']:.2f}x")
+    if "whole_ppo_frames_per_s" in verdict:
+        met = "met" if verdict["whole_ppo_goal_met"] else "not met"
+        parts.append(f"whole PPO fit {verdict['whole_ppo_frames_per_s']:,.0f} frames/s (goal 150,000 over the whole "
+                     f"budget: {met})")  # fmt: skip
+    return "\n" + "; ".join(parts) + ".\n" if parts else ""
+
+
 def markdown_report(report: dict[str, Any]) -> str:
     versions = ", ".join(f"{name} {version}" for name, version in report["versions"].items() if version)
     head = f"# gpu-check: {report.get('gpu', 'no CUDA device')}\n\n{versions}; wall time {report['wall_s']:.0f} s.\n\n"
@@ -193,6 +274,7 @@ def markdown_report(report: dict[str, Any]) -> str:
             device_section(report["device"]),
             profiles_section(report["profiles"], report["cap_gib"]),
             whole_fits_section(report.get("whole_fits", {"skipped": "not in this report"})),
+            device_twin_section(report.get("device_twin", {"skipped": "not in this report"})),
             update_section(report["update_step"]),
             oom_section(report["oom_drill"]),
             buffer_section(report["buffer"]),

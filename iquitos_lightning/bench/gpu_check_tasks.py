@@ -35,7 +35,7 @@ import torch
 
 from iquitos_lightning.bench.update_step import UpdateStepSizes, measure_update_step
 from iquitos_lightning.profile.bases import profile_yaml
-from iquitos_lightning.profile.hardware import GIB, memory_cap_bytes
+from iquitos_lightning.profile.hardware import GIB, apply_memory_cap, memory_cap_bytes
 
 
 class CountersBesideMonitor(pl.Callback):
@@ -68,9 +68,13 @@ class FitProbe(pl.Callback):
     """Frames, updates and time at every rollout; VRAMMonitor's last reading next to torch's own counters; at the
     end of ``fit``, one JSON at ``report_path`` with the peaks, the agent's memory estimate and the rates."""
 
-    def __init__(self, report_path: str, config: str = "") -> None:
+    def __init__(self, report_path: str, config: str = "", stop_after_s: float | None = None) -> None:
         self.report_path = report_path
         self.config = config
+        # gpu-check's device fits: end the fit this long after its first rollout, as one that reached its budget (the
+        # budget becomes the frames done), so its final test still runs: a frames/s figure in seconds at any speed
+        self.stop_after_s = stop_after_s
+        self.stopped_at_frames: int | None = None
         self.marks: list[tuple[float, int, int]] = []
         self.beside_monitor = CountersBesideMonitor()
         self.started = time.perf_counter()
@@ -93,6 +97,10 @@ class FitProbe(pl.Callback):
         if self.device is None:
             self.device, self.estimate = pl_module.device, pl_module.device_memory_estimate()
         self.marks.append((time.perf_counter(), int(pl_module.frames_done), int(pl_module.updates_done)))
+        if self.stop_after_s is not None and self.marks[-1][0] - self.marks[0][0] >= self.stop_after_s:
+            # the agent's own hook runs after every callback's and stops the fit at its budget (agents/base.py)
+            self.stopped_at_frames = int(pl_module.frames_done)
+            pl_module.rollout_config.frame_budget = self.stopped_at_frames
 
     def rates(self) -> dict[str, float]:
         """Frames/s and updates/s from the end of the first rollout (workers started, compiled) to the last."""
@@ -119,6 +127,7 @@ class FitProbe(pl.Callback):
             "batch": hparams.get("batch_size") or hparams.get("minibatch_size") or frames_per_batch,
             "frames_per_batch": frames_per_batch,
             "frames_done": int(pl_module.frames_done),
+            "stopped_by_time_at_frames": self.stopped_at_frames,
             "cap_gib": cap / GIB if cap else None,
             "peak_allocated_gib": torch.cuda.max_memory_allocated(device) / GIB if cuda else None,
             "peak_reserved_gib": torch.cuda.max_memory_reserved(device) / GIB if cuda else None,
@@ -159,15 +168,22 @@ class Ballast(pl.Callback):
 
 
 def profile_fit_command(
-    config: str, rollouts: int, workdir: str, report_path: str, overrides: tuple[str, ...] = ()
+    config: str,
+    rollouts: int,
+    workdir: str,
+    report_path: str,
+    overrides: tuple[str, ...] = (),
+    probe_options: dict[str, Any] | None = None,
 ) -> list[str]:
-    """``python -m iquitos_lightning fit`` of ``config`` for ``rollouts`` rollouts, no evaluation, FitProbe added;
-    ``overrides`` (command-line options) last, and named beside the config in the probe's report."""
+    """``python -m iquitos_lightning fit`` of ``config`` for ``rollouts`` rollouts, no evaluation, FitProbe added
+    (``probe_options``: more of its arguments); ``overrides`` (command-line options) last, and named beside the config
+    in the probe's report."""
     model_args = (profile_yaml(config) or {})["model"]["init_args"]
     frames_per_batch = int(model_args["rollout"]["frames_per_batch"])
     budget = frames_per_batch * rollouts
     label = " ".join((config, *overrides))
-    probe = {"class_path": f"{__name__}.FitProbe", "init_args": {"report_path": report_path, "config": label}}
+    probe_args = {"report_path": report_path, "config": label, **(probe_options or {})}
+    probe = {"class_path": f"{__name__}.FitProbe", "init_args": probe_args}
     command = [
         sys.executable, "-m", "iquitos_lightning", "fit", "--config", config,
         f"--model.init_args.rollout.frame_budget={budget}",
@@ -205,7 +221,30 @@ def _short(error: BaseException) -> str:
     return (text[0] if text else type(error).__name__)[:400]
 
 
-TASKS = {"update-cells": update_cells}
+def twin_scaling(
+    site: str | None, data_root: str, years: bool, sizes: list[int], cpu_sizes: list[int], seconds: float
+) -> dict[str, Any]:
+    """The training twin's frames/s against num_envs on the CPU (``cpu_sizes``) and, where there is one, on CUDA under
+    the memory cap (:mod:`iquitos_lightning.bench.twin`): rows as dicts, with torch's CPU threads."""
+    # lazy: the twin's measurement loads the site and env layers
+    from dataclasses import asdict
+
+    from iquitos_lightning.bench.twin import card_env_config, measure_twin_scaling
+
+    apply_memory_cap()
+    devices = ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
+    config = card_env_config(site, data_root, years=years)
+    rows = measure_twin_scaling(config, tuple(sizes), devices=devices, cpu_sizes=tuple(cpu_sizes), seconds=seconds)
+    return {
+        "site": Path(config.site).stem,
+        "years": config.training.train_site_seeds,
+        "seconds": seconds,
+        "cap_gib": (memory_cap_bytes() or 0) / GIB or None,
+        "rows": [asdict(row) for row in rows],
+    }
+
+
+TASKS = {"update-cells": update_cells, "twin-scaling": twin_scaling}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
 
 from iquitos_lightning.bench.env_speed import TORCHRL_LAYER, EnvSpeed
 from iquitos_lightning.bench.learner import LearnerResult
 from iquitos_lightning.bench.learner_profile import ROWS as PHASE_ROWS
 from iquitos_lightning.bench.memory import MemoryPoint
 from iquitos_lightning.bench.training import TrainingComparison
-from iquitos_lightning.bench.twin import TwinSpeed
+from iquitos_lightning.bench.twin import TwinScalingRow, TwinSpeed, scaling_cells, scaling_note, site_name
 from iquitos_lightning.bench.workers import WorkerScaling
 
 
@@ -52,6 +54,18 @@ def env_section(speeds: Sequence[EnvSpeed], twin: TwinSpeed | None) -> str:
         "RewardSum), measured in the same rounds."
     )
     return "### Environment steps/s\n\n" + _table(header, rows) + "\n\n" + note
+
+
+def twin_scaling_section(rows: Sequence[TwinScalingRow], config: Any, seconds: float) -> str:
+    """The training twin's frames/s against num_envs (bench/twin.py), each size's ratio to the first."""
+    header, body = scaling_cells([asdict(row) for row in rows])
+    title = f"### Training twin frames/s vs num_envs ({site_name(config)}, collector, random policy)\n\n"
+    note = scaling_note(config, seconds) + (
+        " The whole PPO fit's frames/s against num_envs is not measured here (a fit per size builds its years and "
+        "start peaks again: a minute each on a 2-core machine); `gpu-check --only device-twin` times the card's fits, "
+        "and the learner section PPO's fit at 64 envs."
+    )
+    return title + _table(header, body) + "\n\n" + note
 
 
 def training_section(comparisons: Sequence[TrainingComparison], site: str) -> str:

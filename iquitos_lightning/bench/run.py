@@ -32,6 +32,10 @@ class BenchConfig:
     env_sites: tuple[str, ...] = (SITE_128, SITE_38)
     env_steps: int = 50  # steps per layer per round
     env_rounds: int = 3
+    twin_site: str = SITE_128  # the training twin's frames/s against num_envs (part of the env section)
+    twin_sizes: tuple[int, ...] = (64, 256, 1024, 4096)
+    twin_seconds: float = 2.0  # timed collection per size (after one untimed rollout)
+    twin_years: bool = True  # the card's four training years (the tiny site of --quick has none built)
     training_site: str = SITE_38
     algorithms: tuple[str, ...] = ("SAC", "PPO", "A2C")
     training_rounds: int = 2
@@ -62,6 +66,10 @@ class BenchConfig:
             env_sites=(SITE_TINY,),
             env_steps=5,
             env_rounds=1,
+            twin_site=SITE_TINY,
+            twin_sizes=(4, 16),
+            twin_seconds=0.2,
+            twin_years=False,
             training_site=SITE_TINY,
             training_rounds=1,
             frame_scale=0.1,
@@ -142,15 +150,20 @@ def run_bench(config: BenchConfig, command: str = "python -m iquitos_lightning b
         _progress("env steps/s", start)
         # lazy: `bench` loads only the sections it is asked for (torch, CityLearn, SB3 are heavy)
         from iquitos_lightning.bench.env_speed import measure_env_speed
-        from iquitos_lightning.bench.twin import measure_twin
+        from iquitos_lightning.bench.twin import card_env_config, env_table_row, twin_rows_or_error
 
         speeds = [
             measure_env_speed(site, data_root=data_root, steps=config.env_steps, rounds=config.env_rounds)
             for site in config.env_sites
         ]
-        twin = measure_twin(config.env_sites[0], data_root=data_root)
+        _progress("training twin frames/s vs num_envs", start)
+        twin_config = card_env_config(config.twin_site, str(data_root), years=config.twin_years)
+        scaling = twin_rows_or_error(twin_config, config.twin_sizes, seconds=config.twin_seconds)
+        twin = env_table_row(scaling)
         sections.append(report.env_section(speeds, twin))
+        sections.append(report.twin_scaling_section(scaling, twin_config, config.twin_seconds))
         figures["env"] = [asdict(speed) for speed in speeds] + [asdict(twin)]
+        figures["twin_scaling"] = [asdict(row) for row in scaling]
 
     if "training" in config.sections:
         _progress("training: ours vs Stable-Baselines3", start)
@@ -258,6 +271,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=None, help="training and learner rounds (ours/other pairs)")
     parser.add_argument("--frame-scale", type=float, default=None, help="multiply the measured frames (rollouts)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads for both sides (default 1)")
+    parser.add_argument(
+        "--twin-sizes",
+        type=int,
+        nargs="+",
+        default=None,
+        help="the training twin's num_envs (default 64 256 1024 4096)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the raw figures here")
     args = parser.parse_args(argv)
     config = BenchConfig.quick() if args.quick else BenchConfig()
@@ -270,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         "learner_rounds": args.rounds,
         "frame_scale": args.frame_scale,
         "threads": args.threads,
+        "twin_sizes": tuple(args.twin_sizes) if args.twin_sizes else None,
         "fused_adam": None if args.fused_adam is None else args.fused_adam == "on",
     }
     config = replace(config, **{key: value for key, value in overrides.items() if value is not None})

@@ -28,6 +28,12 @@ def test_quick_bench_prints_every_section(tmp_path: Path) -> None:
         assert title in text
     assert set(figures) >= {"env", "memory", "workers", "machine", "seconds"}
     assert "twin (vectorized)" in text
+    assert "### Training twin frames/s vs num_envs" in text  # the card's twin stepped by a collector, per batch size
+    scaling = figures["twin_scaling"]
+    assert [(row["device"], row["num_envs"], row["status"]) for row in scaling] == [
+        ("cpu", 4, "measured"), ("cpu", 16, "measured"),
+    ]  # fmt: skip
+    assert scaling[0]["ratio_to_first"] == 1.0 and scaling[1]["frames_per_s"] > 0
     assert "TorchRL layer over IquitosEnv" in text
     site_speeds = [speed for speed in figures["env"] if "overhead" in speed]  # the twin's row has none
     assert site_speeds and all("torchrl_over_gym" in speed["overhead"] for speed in site_speeds)
