@@ -42,7 +42,7 @@ WHOLE_PPO_BUDGET = 8_388_608  # the card's PPO budget (configs/base/ppo.yaml), o
 # The PPO fit is stopped after this long even short of its budget (a slow twin must not eat the loan): the row says so
 WHOLE_FIT_MAX_S = 150.0
 QUICK_FIT_SECONDS = 5.0
-CAPPED_SECONDS = 20.0  # the other fits: timed this long after their first rollout (CUDA graphs captured by then)
+CAPPED_SECONDS = 12.0  # the other fits: timed this long after their first rollout (CUDA graphs captured by then)
 # Each fit's process: setup (imports, site years, start peaks: ~30 s), its first rollout, the timed window and the
 # final test (one year on the twin: ~30 s on an H100 machine)
 FIT_TIMEOUT_S = {"whole": int(WHOLE_FIT_MAX_S) + 120, "capped": int(CAPPED_SECONDS) + 110}
@@ -78,7 +78,7 @@ def fit_plan(configs: tuple[tuple[str, str], ...] = DEVICE_FITS) -> list[dict[st
     """Per profile: its name, the rollouts of its budget, its overrides and the FitProbe's time stop."""
     plan = []
     for config, kind in configs:
-        frames_per_batch = int(profile_yaml(config)["model"]["init_args"]["rollout"]["frames_per_batch"])
+        frames_per_batch = int(profile_yaml(config)["model"]["init_args"]["rollout"].get("frames_per_batch", 1))
         whole = kind == "whole"
         rollouts = math.ceil(WHOLE_PPO_BUDGET / frames_per_batch) if whole else CAPPED_ROLLOUTS
         plan.append(

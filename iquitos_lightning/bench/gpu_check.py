@@ -90,6 +90,9 @@ class CheckRun:
     deadline_s: float | None = None
     only: frozenset[str] = frozenset(CHECKS)  # --only: the checks to run (device detection always runs)
     precisions: tuple[str, ...] = PRECISIONS  # --precisions: the update step's precisions to time
+    # --device-fits: which card profiles device-twin fits (None: all); --device-table: whether it times the twin alone
+    device_fits: tuple[str, ...] | None = None
+    device_table: bool = True
     started: float = field(default_factory=time.perf_counter)
 
     def seconds_left(self) -> float:
@@ -372,7 +375,10 @@ def device_twin(run: CheckRun) -> dict[str, Any]:
     """The training twin's frames/s against num_envs (CUDA under the cap, and the CPU), then the card profiles' fits
     with the twin on the training device, one at a time (:mod:`iquitos_lightning.bench.device_twin_check`)."""
     arguments = device_twin_check.twin_arguments(run.quick, run.cuda)
-    twin = run_child(run, "twin-scaling", arguments, "device-twin-scaling", device_twin_check.TWIN_TIMEOUT_S)
+    if run.device_table:
+        twin = run_child(run, "twin-scaling", arguments, "device-twin-scaling", device_twin_check.TWIN_TIMEOUT_S)
+    else:
+        twin = skipped("left out by --device-table off")
     if not run.cuda:
         fits: Any = skipped(
             "the GPU profiles' fits with the twin on the GPU need a CUDA device (this machine has none)"
@@ -381,6 +387,8 @@ def device_twin(run: CheckRun) -> dict[str, Any]:
         plan = device_twin_check.fit_plan()
         if run.quick:
             plan = [{**plan[1], "stop_after_s": device_twin_check.QUICK_FIT_SECONDS}]  # one capped fit: a smoke run
+        elif run.device_fits is not None:  # a loan split over calls: each call fits some of the profiles
+            plan = [planned for planned in plan if planned["profile"] in run.device_fits]
 
         def child(command: list[str], result_file: Path, log: Path, timeout_s: int) -> dict[str, Any]:
             return _run_and_read(command, result_file, log, run.child_env(), run.timeout(timeout_s))
@@ -516,13 +524,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deadline-s", type=float, default=None,
                         help="start no check after this many seconds and cut running ones there; the report says "
                         "what was not run (for a GPU lent by the minute)")  # fmt: skip
+    profiles = [Path(config).stem for config, _ in device_twin_check.DEVICE_FITS]
+    parser.add_argument("--device-fits", nargs="*", choices=profiles, default=None,
+                        help="device-twin: fit only these profiles (none: the twin's table alone)")  # fmt: skip
+    parser.add_argument("--device-table", choices=("on", "off"), default="on",
+                        help="device-twin: time the twin alone against num_envs (off: the fits alone)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.deadline_s is not None and args.deadline_s <= 0:
         parser.error(f"--deadline-s must be positive, got {args.deadline_s:g}")
     args.out.mkdir(parents=True, exist_ok=True)
     run = CheckRun(out=args.out, cap_gib=args.cap_gib, jobs=args.jobs, quick=args.quick, cuda=torch.cuda.is_available(),
                    deadline_s=args.deadline_s, only=frozenset(args.only),
-                   precisions=tuple(args.precisions))  # fmt: skip
+                   precisions=tuple(args.precisions),
+                   device_fits=None if args.device_fits is None else tuple(args.device_fits),
+                   device_table=args.device_table == "on")  # fmt: skip
     report = run_checks(run)
     (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     table = markdown_report(report)

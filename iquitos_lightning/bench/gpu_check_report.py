@@ -194,7 +194,9 @@ def device_twin_section(section: Any) -> str:
         return title + f"Skipped: {why}.\n"
     twin = section["twin"]
     text = title
-    if "error" in twin:
+    if "skipped" in twin:
+        text += f"Twin frames/s vs num_envs: skipped ({twin['skipped']}).\n"
+    elif "error" in twin:
         text += f"Twin frames/s vs num_envs: failed: {twin['error'][:300]}\n"
     else:
         years = twin.get("years")

@@ -36,6 +36,7 @@ import torch
 from iquitos_lightning.bench.update_step import UpdateStepSizes, measure_update_step
 from iquitos_lightning.profile.bases import profile_yaml
 from iquitos_lightning.profile.hardware import GIB, apply_memory_cap, memory_cap_bytes
+from iquitos_lightning.profile.profiles import twin_frames_per_batch
 
 
 class CountersBesideMonitor(pl.Callback):
@@ -178,8 +179,12 @@ def profile_fit_command(
     """``python -m iquitos_lightning fit`` of ``config`` for ``rollouts`` rollouts, no evaluation, FitProbe added
     (``probe_options``: more of its arguments); ``overrides`` (command-line options) last, and named beside the config
     in the probe's report."""
-    model_args = (profile_yaml(config) or {})["model"]["init_args"]
-    frames_per_batch = int(model_args["rollout"]["frames_per_batch"])
+    model = (profile_yaml(config) or {})["model"]
+    frames_per_batch = model["init_args"]["rollout"].get("frames_per_batch")
+    if frames_per_batch is None:  # an auto profile picks it on the twin: the value it will pick on this machine
+        algorithm = str(model["class_path"]).rsplit(".", 1)[-1].lower()
+        frames_per_batch = twin_frames_per_batch(algorithm, torch.cuda.is_available())
+    frames_per_batch = int(frames_per_batch)
     budget = frames_per_batch * rollouts
     label = " ".join((config, *overrides))
     probe_args = {"report_path": report_path, "config": label, **(probe_options or {})}
@@ -198,7 +203,9 @@ def profile_fit_command(
         "--final_test.backend=null",  # the card profiles' CityLearn year after fit: minutes, and not what is probed
         f"--trainer.callbacks+={json.dumps(probe)}",
     ]  # fmt: skip
-    if "init_random_frames" in model_args:  # one random rollout, then learning (the profile's 8,760 would be all)
+    if (
+        "init_random_frames" in model["init_args"]
+    ):  # one random rollout, then learning (the profile's 8,760 would be all)
         command.append(f"--model.init_args.init_random_frames={frames_per_batch}")
     return [*command, *overrides]
 

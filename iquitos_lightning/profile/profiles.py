@@ -255,14 +255,20 @@ def choose_profile(
 
 # The batch shape of the card's on-policy agents on the twin (envs, frames a rollout, PPO's minibatch), by where the
 # twin steps: on the CPU the card profiles' (configs/ppo_cpu.yaml, a2c_cpu.yaml: 64 envs, the size the comparisons
-# learned with); on a GPU the *_rtx4060 profiles' (thousands of envs stepped at once on the device, short rollouts, a
-# few large minibatches: docs/performance.md, "The twin on the training device").
+# learned with); on a GPU the *_rtx4060 profiles' (4x the envs stepped at once on the device; PPO's rollouts a quarter
+# the length, as 16-step rollouts did not learn: configs/ppo_rtx4060.yaml).
 TWIN_BATCHES = {
     ("ppo", False): (64, 8192, 512),
-    ("ppo", True): (1024, 16384, 2048),
+    ("ppo", True): (256, 8192, 512),
     ("a2c", False): (64, 1024, None),
     ("a2c", True): (256, 4096, None),
 }
+
+
+def twin_frames_per_batch(algorithm: str, cuda: bool) -> int | None:
+    """The frames a rollout the auto profile gives ``algorithm`` on the twin (None: SAC, whose rollouts it leaves)."""
+    batch = TWIN_BATCHES.get((algorithm, cuda))
+    return None if batch is None else batch[1]
 
 
 def _twin_batch_proposals(cuda: bool, algorithm: str) -> list[tuple[str, Any, str]]:
