@@ -29,8 +29,8 @@ def env_workload(env: EnvBase, frames_per_batch: int, actor_log_prob: bool) -> W
     next to it (the actor's outputs): an upper bound, as the replay buffer keeps only what the updates read
     (``stored_keys``; 582 of these 630 B on SAC's tariff profile)."""
     example = env.fake_tensordict()
-    with torch.no_grad():
-        make_actor(env, (8,), return_log_prob=actor_log_prob)(example)
+    with torch.no_grad():  # on the env's device: a twin moved to the GPU (env.backend.device: training) makes it there
+        make_actor(env, (8,), return_log_prob=actor_log_prob).to(example.device)(example)
     return Workload(
         observation_dim=int(example["observation"].shape[-1]),
         action_dim=int(env.action_spec.shape[-1]),
