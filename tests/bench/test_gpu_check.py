@@ -34,7 +34,7 @@ def run_gpu_check_quick(out: Path, *, in_process: bool = False) -> dict:
     """``python -m iquitos_lightning gpu-check --quick`` as a user types it; its JSON report. ``in_process``: run by
     ``main`` in this process (what the module entry runs, less ~10 s of imports; its checks are child processes of
     their own either way), for the CPU path; the CUDA path keeps a process of its own (this process is not CUDA's)."""
-    if in_process:  # the device-twin section's CPU path has its own test (tests/bench/test_device_twin.py)
+    if in_process:  # the device-twin section's CPU path has its own test (tests/bench/test_device_twin_check.py)
         only = [check for check in CHECKS if check != "device-twin"]
         assert main(["gpu-check", "--quick", "--out", str(out), "--only", *only]) == 0
         return json.loads((out / "gpu_check.json").read_text())
