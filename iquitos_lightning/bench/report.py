@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from iquitos_lightning.bench.env_speed import TORCHRL_LAYER, EnvSpeed
+from iquitos_lightning.bench.fit_scaling import FitScalingRow
 from iquitos_lightning.bench.learner import LearnerResult
 from iquitos_lightning.bench.learner_profile import ROWS as PHASE_ROWS
 from iquitos_lightning.bench.memory import MemoryPoint
@@ -61,11 +62,26 @@ def twin_scaling_section(rows: Sequence[TwinScalingRow], config: Any, seconds: f
     header, body = scaling_cells([asdict(row) for row in rows])
     title = f"### Training twin frames/s vs num_envs ({site_name(config)}, collector, random policy)\n\n"
     note = scaling_note(config, seconds) + (
-        " The whole PPO fit's frames/s against num_envs is not measured here (a fit per size builds its years and "
-        "start peaks again: a minute each on a 2-core machine); `gpu-check --only device-twin` times the card's fits, "
-        "and the learner section PPO's fit at 64 envs."
+        " The card's whole PPO fit against num_envs is the next table (left out by `--quick`); `gpu-check --only "
+        "device-twin` times the card's fits with the twin on a GPU."
     )
     return title + _table(header, body) + "\n\n" + note
+
+
+def fit_scaling_section(rows: Sequence[FitScalingRow]) -> str:
+    """The card's PPO fit's frames/s against num_envs (bench/fit_scaling.py), each size's ratio to the first."""
+    body = [
+        [f"{row.num_envs:,}", f"{row.frames_per_s:,.0f}" if row.frames_per_s else row.status,
+         f"{row.ratio_to_first:.2f}x" if row.ratio_to_first else "-", str(row.timed_rollouts)]
+        for row in rows
+    ]  # fmt: skip
+    title = "### The card's PPO fit frames/s vs num_envs (configs/ppo_cpu.yaml, only num_envs changed)\n\n"
+    note = (
+        "Each row a fit in its own process: 8,192 frames a rollout (128 steps of 64 envs ... 8 of 1,024) and the "
+        "card's 160 Adam steps each, frames/s after the first rollout, no evaluation. The update work per frame is the "
+        "same in every row, so the fit gains less than the twin alone."
+    )
+    return title + _table(["num_envs", "frames/s", "x first size", "timed rollouts"], body) + "\n\n" + note
 
 
 def training_section(comparisons: Sequence[TrainingComparison], site: str) -> str:

@@ -55,6 +55,7 @@ class BenchConfig:
     learner_rounds: int = 2
     learner_quick: bool = False  # a few small rollouts per algorithm instead of the profiles' sizes
     fused_adam: bool = False  # the learner section's ours steps Adam's fused kernel (speed.fused_adam)
+    fit_sizes: tuple[int, ...] = (64, 256, 1024)  # the card's PPO fit at these num_envs (bench/fit_scaling.py)
     data_root: str = "data"
     threads: int = 1
     sections: tuple[str, ...] = ("env", "training", "memory", "workers")  # "learner" only when asked for
@@ -84,6 +85,7 @@ class BenchConfig:
             learner_site=SITE_TINY,
             learner_rounds=1,
             learner_quick=True,
+            fit_sizes=(),  # a fit per size of the card's site: minutes, not a smoke run
         )
 
 
@@ -164,6 +166,13 @@ def run_bench(config: BenchConfig, command: str = "python -m iquitos_lightning b
         sections.append(report.twin_scaling_section(scaling, twin_config, config.twin_seconds))
         figures["env"] = [asdict(speed) for speed in speeds] + [asdict(twin)]
         figures["twin_scaling"] = [asdict(row) for row in scaling]
+        if config.fit_sizes:
+            _progress("the card's PPO fit frames/s vs num_envs (one process each)", start)
+            from iquitos_lightning.bench.fit_scaling import measure_fit_scaling
+
+            fits = measure_fit_scaling(config.fit_sizes)
+            sections.append(report.fit_scaling_section(fits))
+            figures["fit_scaling"] = [asdict(row) for row in fits]
 
     if "training" in config.sections:
         _progress("training: ours vs Stable-Baselines3", start)
@@ -278,6 +287,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the training twin's num_envs (default 64 256 1024 4096)",
     )
+    parser.add_argument(
+        "--fit-sizes",
+        type=int,
+        nargs="*",
+        default=None,
+        help="the card's PPO fit at these num_envs, one process each (default 64 256 1024; none: left out)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the raw figures here")
     args = parser.parse_args(argv)
     config = BenchConfig.quick() if args.quick else BenchConfig()
@@ -292,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         "threads": args.threads,
         "twin_sizes": tuple(args.twin_sizes) if args.twin_sizes else None,
         "fused_adam": None if args.fused_adam is None else args.fused_adam == "on",
+        "fit_sizes": None if args.fit_sizes is None else tuple(args.fit_sizes),
     }
     config = replace(config, **{key: value for key, value in overrides.items() if value is not None})
     command = "python -m iquitos_lightning bench " + shlex.join(argv or [])
