@@ -202,6 +202,10 @@ class EnvConfig:
         check_forecasts(self.forecasts)
         if self.residual is not None and self.name != IQUITOS:
             raise ValueError("residual (a controller under the agent's action) needs the Iquitos site")
+        if self.residual is not None and self.backend.device == TRAINING_DEVICE:
+            raise ValueError(
+                "residual with backend.device: training is not tested on a GPU yet: use backend.device cpu"
+            )
         if self.backend.train == TWIN and self.name != IQUITOS:
             raise ValueError(f"backend.train: twin simulates the Iquitos site, not {self.name!r}")
         if self.training != TrainingAids() and not self.on_twin:

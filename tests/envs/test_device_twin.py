@@ -119,8 +119,10 @@ def test_the_estimate_the_auto_profile_makes_without_a_site_covers_what_the_twin
     [
         ({"device": "training"}, "backend.device: training moves the twin to the training device: set backend.train"),
         ({"train": "twin", "device": "gpu"}, r"backend.device must be one of \('cpu', 'training'\), got 'gpu'"),
+        ({"train": "twin", "device": "training"}, "residual with backend.device: training is not tested on a GPU"),
     ],
 )
 def test_a_device_for_anything_but_the_twin_or_an_unknown_one_is_one_line(backend: dict, says: str) -> None:
+    residual = "rule" if "residual" in says else None
     with pytest.raises(ConfigError, match=f"^model.init_args.env: {says}"):
-        EnvConfig(backend=backend)
+        EnvConfig(layout="fleet", residual=residual, backend=backend)
