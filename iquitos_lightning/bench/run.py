@@ -168,6 +168,7 @@ def run_bench(config: BenchConfig, command: str = "python -m iquitos_lightning b
         figures["twin_scaling"] = [asdict(row) for row in scaling]
         if config.fit_sizes:
             _progress("the card's PPO fit frames/s vs num_envs (one process each)", start)
+            # lazy: `bench` loads only the sections it is asked for (torch, CityLearn, SB3 are heavy)
             from iquitos_lightning.bench.fit_scaling import measure_fit_scaling
 
             fits = measure_fit_scaling(config.fit_sizes)
