@@ -36,7 +36,7 @@ grid side); CityLearn clips it at the SOC limits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -75,6 +75,10 @@ class SocketBands:
     # grid-side kWh each plugged EV still needs to reach its required SOC (0 where empty); None where a caller
     # builds bands by hand. The compact observation sums it (envs/fleet_features.py), so it is kept here.
     need_kwh: Array | None = None
+    # the sockets' least-laxity order (a stable argsort of laxity_h), kept by the first fleet_power of the hour: the
+    # window layout maps the fleet action twice an hour (its net load, then the sockets' power), and the sort was a
+    # quarter of a 1,024-env twin step on one CPU thread (docs/performance.md)
+    order: Array | None = field(default=None, compare=False, repr=False)
 
 
 def socket_bands(
@@ -154,13 +158,17 @@ def fleet_power(fleet_action: Array, bands: SocketBands) -> Array:
     if is_torch(headroom):
         import torch  # lazy: numpy callers (CityLearn env, controllers) never load torch here
 
-        order = torch.argsort(bands.laxity_h, dim=-1, stable=True)
+        order = bands.order
+        if order is None:
+            order = bands.order = torch.argsort(bands.laxity_h, dim=-1, stable=True)
         sorted_room = torch.gather(headroom, -1, order)
         filled = torch.cumsum(sorted_room, dim=-1)
         extra = action_fraction(fleet_action)[..., None] * filled[..., -1:]
         sorted_extra = torch.minimum((extra - (filled - sorted_room)).clamp_min(0.0), sorted_room)
         return bands.low + torch.empty_like(sorted_extra).scatter_(-1, order, sorted_extra)
-    order = np.argsort(bands.laxity_h, axis=-1, kind="stable")
+    order = bands.order
+    if order is None:
+        order = bands.order = np.argsort(bands.laxity_h, axis=-1, kind="stable")
     sorted_room = np.take_along_axis(headroom, order, -1)
     filled = np.cumsum(sorted_room, axis=-1)
     extra = action_fraction(np.asarray(fleet_action))[..., None] * filled[..., -1:]
