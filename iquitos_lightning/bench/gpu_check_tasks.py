@@ -203,9 +203,8 @@ def profile_fit_command(
         "--final_test.backend=null",  # the card profiles' CityLearn year after fit: minutes, and not what is probed
         f"--trainer.callbacks+={json.dumps(probe)}",
     ]  # fmt: skip
-    if (
-        "init_random_frames" in model["init_args"]
-    ):  # one random rollout, then learning (the profile's 8,760 would be all)
+    # one random rollout, then learning (the profile's 8,760 would be all)
+    if "init_random_frames" in model["init_args"]:
         command.append(f"--model.init_args.init_random_frames={frames_per_batch}")
     return [*command, *overrides]
 

@@ -391,10 +391,10 @@ class IquitosTwin(EnvBase):
             return self
         super().to(device)
         self.sync_free = device.type != "cpu"
-        batteries = self.models.batteries
-        curves = (batteries.power_efficiency_curve, batteries.capacity_power_curve)
-        for holder in (self, self._state, self.models, batteries, *curves):
-            _move_tensors(holder, device)
+        for holder in self._tensor_holders():
+            for name, value in list(vars(holder).items()):
+                if isinstance(value, torch.Tensor):
+                    vars(holder)[name] = value.to(device)
         self._state.bands = None
         return self
 
@@ -402,16 +402,19 @@ class IquitosTwin(EnvBase):
         """Bytes the twin holds on its device (tables of every year, physics constants, state) plus a step's working
         set (:data:`STEP_WORKING_ARRAYS` float64 arrays of [B, 1 + S] alive at once, with margin): what the memory
         check counts before a run moves the twin to a GPU (profile/memory_budget.py)."""
-        batteries = self.models.batteries
-        holders = (self, self._state, self.models, batteries,
-                   batteries.power_efficiency_curve, batteries.capacity_power_curve)  # fmt: skip
         held = sum(
             value.numel() * value.element_size()
-            for holder in holders
+            for holder in self._tensor_holders()
             for value in vars(holder).values()
             if isinstance(value, torch.Tensor)
         )
         return held + STEP_WORKING_ARRAYS * self.num_envs * (1 + self.sockets) * 8
+
+    def _tensor_holders(self) -> tuple[Any, ...]:
+        """Every object whose plain attributes hold the twin's tensors (``nn.Module.to`` reaches none of them)."""
+        batteries = self.models.batteries
+        curves = (batteries.power_efficiency_curve, batteries.capacity_power_curve)
+        return (self, self._state, self.models, batteries, *curves)
 
     # ----- exact resume -------------------------------------------------------------------------
     def resume_state(self) -> dict[str, Any]:
@@ -703,13 +706,6 @@ def twin_device_bytes(*, rows: int, sockets: int, observation_width: int) -> tup
     tables = rows * (observation_width * 4 + sockets * TABLE_BYTES_PER_SOCKET_ROW + TABLE_BYTES_PER_HOUR_ROW)
     per_env = observation_width * 4 + (1 + sockets) * (4 + STEP_WORKING_ARRAYS * 8) + 64
     return tables, per_env
-
-
-def _move_tensors(holder: Any, device: torch.device) -> None:
-    """Every tensor attribute of ``holder`` (its ``__dict__``) replaced by its copy on ``device``."""
-    for name, value in list(vars(holder).items()):
-        if isinstance(value, torch.Tensor):
-            vars(holder)[name] = value.to(device)
 
 
 def _same_site_years(series: SiteSeries, years: Sequence[SiteSeries]) -> list[SiteSeries]:
