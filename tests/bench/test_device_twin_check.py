@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from iquitos_lightning.bench import device_twin_check
 from iquitos_lightning.bench.gpu_check import CheckRun, _run_and_read, device_twin
 from iquitos_lightning.bench.gpu_check_report import device_twin_section
+from tests.bench.tiny_profile import tiny_twin_profile
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,33 +34,9 @@ def test_without_cuda_the_section_times_the_twin_on_the_cpu_and_reports_the_fits
 @pytest.mark.slow
 def test_a_device_fit_runs_through_the_cli_stops_by_time_and_reads_its_bill(tmp_path: Path) -> None:
     """The path each GPU fit takes (the overrides, the probe's time stop, the final test's kpis.json), on the CPU."""
-    config = {
-        "seed_everything": 0,
-        "trainer": {"accelerator": "cpu", "devices": 1, "enable_model_summary": False},
-        "model": {
-            "class_path": "iquitos_lightning.agents.A2C",
-            "init_args": {
-                "env": {
-                    "name": "iquitos",
-                    "site": "configs/site/tiny.yaml",
-                    "data_root": str(REPO / "data"),
-                    "layout": "self_consumption_window",
-                    "objective": "tariff",
-                    "backend": {"train": "twin", "evaluate": "twin", "num_envs": 4},
-                },  # fmt: skip
-                "rollout": {
-                    "frame_budget": 512,
-                    "frames_per_batch": 64,
-                    "eval_every_frames": 512,
-                    "eval_episodes": 1,
-                    "max_eval_steps": 1000,
-                },  # fmt: skip
-                "hidden_sizes": [16, 16],
-            },
-        },
-    }
-    path = tmp_path / "tiny_a2c.yaml"
-    path.write_text(yaml.safe_dump(config))
+    rollout = {"frame_budget": 512, "frames_per_batch": 64, "eval_every_frames": 512, "eval_episodes": 1,
+               "max_eval_steps": 1000}  # fmt: skip
+    path = tiny_twin_profile(tmp_path / "tiny_a2c.yaml", "A2C", rollout)
     (planned,) = device_twin_check.fit_plan(((str(path), "capped"),))
     planned["stop_after_s"] = 0.3
     run = CheckRun(out=tmp_path / "out", cap_gib=8.0, jobs=1, quick=True, cuda=False)

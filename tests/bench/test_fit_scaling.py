@@ -5,39 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from iquitos_lightning.bench.fit_scaling import measure_fit_scaling
 from iquitos_lightning.bench.report import fit_scaling_section
+from tests.bench.tiny_profile import tiny_twin_profile
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
 def test_each_size_is_one_fit_of_the_profile_with_only_num_envs_changed(tmp_path: Path) -> None:
-    config = {
-        "seed_everything": 0,
-        "trainer": {"accelerator": "cpu", "devices": 1, "enable_model_summary": False},
-        "model": {
-            "class_path": "iquitos_lightning.agents.PPO",
-            "init_args": {
-                "env": {
-                    "name": "iquitos",
-                    "site": "configs/site/tiny.yaml",
-                    "data_root": str(REPO / "data"),
-                    "layout": "self_consumption_window",
-                    "objective": "tariff",
-                    "backend": {"train": "twin", "evaluate": "twin", "num_envs": 2},
-                },
-                "rollout": {"frame_budget": 512, "frames_per_batch": 32, "eval_every_frames": 512},
-                "epochs": 1,
-                "minibatch_size": 16,
-                "hidden_sizes": [16, 16],
-            },  # fmt: skip
-        },
-    }
-    path = tmp_path / "tiny_ppo.yaml"
-    path.write_text(yaml.safe_dump(config))
+    rollout = {"frame_budget": 512, "frames_per_batch": 32, "eval_every_frames": 512}
+    path = tiny_twin_profile(tmp_path / "tiny_ppo.yaml", "PPO", rollout, epochs=1, minibatch_size=16)
     rows = measure_fit_scaling((2, 4), str(path))
     assert [(row.num_envs, row.status) for row in rows] == [(2, "measured"), (4, "measured")]
     assert all(row.frames_per_s > 0 and row.timed_rollouts == 3 for row in rows)
