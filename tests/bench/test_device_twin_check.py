@@ -13,8 +13,6 @@ from iquitos_lightning.bench.gpu_check import CheckRun, _run_and_read, device_tw
 from iquitos_lightning.bench.gpu_check_report import device_twin_section
 from tests.bench.tiny_profile import tiny_twin_profile
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 @pytest.mark.slow
 @pytest.mark.cpu_only  # the CPU path; a GPU loan runs the CUDA one (gpu-check --only device-twin)

@@ -10,8 +10,6 @@ from iquitos_lightning.bench.fit_scaling import measure_fit_scaling
 from iquitos_lightning.bench.report import fit_scaling_section
 from tests.bench.tiny_profile import tiny_twin_profile
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 @pytest.mark.slow
 def test_each_size_is_one_fit_of_the_profile_with_only_num_envs_changed(tmp_path: Path) -> None:
