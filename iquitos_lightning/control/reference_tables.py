@@ -19,7 +19,7 @@ the site (control/reference_runs.py) and the next fit reads it.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +30,7 @@ from torchrl.envs import EnvBase
 
 from iquitos_lightning.control.fleet_rule import FleetRule
 from iquitos_lightning.control.peak_shaver import PeakShaver
-from iquitos_lightning.control.reference_runs import cached_reference
+from iquitos_lightning.control.reference_runs import cached_reference, cached_references
 from iquitos_lightning.control.residual import Prior, with_residual
 from iquitos_lightning.envs import objectives
 from iquitos_lightning.envs.actions import FLEET
@@ -62,7 +62,7 @@ def reference_tables(config: EnvConfig) -> ReferenceTables:
         Path(build.schema_path), config.ev_guarantee, config.objective, config.demand_period, config.forecasts
     )
     return ReferenceTables(
-        start_peaks=np.concatenate([start_peaks(options, year) for year in years]) if peaks else None,
+        start_peaks=np.concatenate(start_peaks(options, years)) if peaks else None,
         baseline_rewards=(
             np.concatenate([baseline_rewards(options, year, aids.reward_baseline) for year in years])
             if aids.reward_baseline != NO_BASELINE
@@ -82,30 +82,39 @@ class RunOptions:
     forecasts: str
 
 
-def start_peaks(options: RunOptions, year: SiteSeries) -> np.ndarray:
-    """[T] the billed peak-to-date at the start of every step of the peak shaver's run of ``year`` from hour 0."""
+def start_peaks(options: RunOptions, years: Sequence[SiteSeries]) -> list[np.ndarray]:
+    """[T] for each of ``years``: the billed peak-to-date at the start of every step of the peak shaver's run of that
+    year from hour 0.
+
+    The years not yet run are run together, in one twin of one env a year (env b simulates year b): on the 2-core
+    machine four years take about the time of one, and a card profile's first fit on a new machine waits ~30 s
+    instead of ~110 s. The peaks are physics, no reward or observation scale enters them, so the run of a year in
+    the batch is bit-equal to its run alone (tests/control/test_reference_runs.py)."""
     key_options = (options.demand_period, options.ev_guarantee, options.forecasts)
 
-    def run() -> np.ndarray:
+    def run(missing: list[int]) -> list[np.ndarray]:
+        batch = [years[index] for index in missing]
         twin = IquitosTwin(
             options.schema_path,
-            year,
+            batch[0],
+            num_envs=len(batch),
+            years=batch,
             layout=FLEET,
             ev_guarantee=options.ev_guarantee,
             objective=objectives.TARIFF,
             demand_period=options.demand_period,
             forecasts=options.forecasts,
         )
-        peaks = np.empty(twin.hours)
+        peaks = np.empty((len(batch), twin.hours))
 
         def before_step(step: int) -> None:
-            peaks[step] = float(twin.peak_to_date_kw[0])
+            peaks[:, step] = twin.peak_to_date_kw.to(torch.float64).numpy()
 
         run_constant_action(with_residual(twin, PeakShaver(), FLEET), ZERO_RESIDUAL, twin.hours, before_step)
-        return peaks
+        return list(peaks)
 
-    key = reference_key(options.schema_path, year, *key_options)
-    return cached_reference(options.schema_path, "peaks", key, run)
+    keys = [reference_key(options.schema_path, year, *key_options) for year in years]
+    return cached_references(options.schema_path, "peaks", keys, run)
 
 
 def baseline_rewards(options: RunOptions, year: SiteSeries, baseline: str) -> np.ndarray:
@@ -129,7 +138,7 @@ def baseline_rewards(options: RunOptions, year: SiteSeries, baseline: str) -> np
         prior: Prior | None = FleetRule() if baseline == RULE else None
         env = twin if prior is None else with_residual(twin, prior, FLEET)
         action = ZERO_RESIDUAL if prior is not None else UNCONTROLLED_FLEET_ACTION
-        return run_constant_action(env, action, twin.hours)
+        return run_constant_action(env, action, twin.hours)[0]
 
     key = reference_key(options.schema_path, year, baseline, *key_options)
     return cached_reference(options.schema_path, "rewards", key, run)
@@ -138,15 +147,16 @@ def baseline_rewards(options: RunOptions, year: SiteSeries, baseline: str) -> np
 def run_constant_action(
     env: EnvBase, action: tuple[float, float], hours: int, before_step: Callable[[int], None] | None = None
 ) -> np.ndarray:
-    """[T] float64: the reward of every step of one episode of the one-env ``env`` from hour 0 with one action
-    throughout; ``before_step(step)`` is called before each step (to read the env's state there)."""
+    """[B, T] float64: the reward of every step of one episode of each of the B envs of ``env`` from hour 0, all with
+    one action throughout; ``before_step(step)`` is called before each step (to read the env's state there)."""
     env.reset()
-    command = TensorDict({"action": torch.tensor([action])}, batch_size=[1])
-    rewards = np.empty(hours)
+    envs = env.batch_size[0]
+    command = TensorDict({"action": torch.tensor([action] * envs)}, batch_size=[envs])
+    rewards = np.empty((envs, hours))
     for step in range(hours):
         if before_step is not None:
             before_step(step)
-        rewards[step] = float(env.step(command)["next", "reward"][0, 0])
+        rewards[:, step] = env.step(command)["next", "reward"][:, 0].to(torch.float64).numpy()
     return rewards
 
 

@@ -10,8 +10,9 @@ import pytest
 
 from iquitos_lightning.control import reference_runs
 from iquitos_lightning.control.reference_runs import CACHE_FOLDER, cache_path, cached_reference
-from iquitos_lightning.control.reference_tables import reference_tables
+from iquitos_lightning.control.reference_tables import RunOptions, reference_tables, start_peaks
 from iquitos_lightning.envs.env_config import Backend, EnvConfig, TrainingAids
+from iquitos_lightning.envs.site_data import built_site, site_years
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml"  # 7 days: 168 hours
 
@@ -74,3 +75,20 @@ def test_a_corrupt_or_unwritable_cache_costs_only_the_run(tmp_path: Path, monkey
     a_file.write_text("")
     values = cached_reference(a_file / "schema.json", "rewards", "key", lambda: np.zeros(2))  # nowhere to write
     assert np.array_equal(values, np.zeros(2))
+
+
+def test_years_run_together_give_each_years_peaks_run_alone(tmp_path: Path) -> None:
+    """The peak shaver runs the years a twin lacks in one batched twin (control/reference_tables.py ``start_peaks``);
+    each year's peaks must be its run alone, bit for bit, or a card profile would train on other start peaks."""
+    options = {"demand_period": "month", "ev_guarantee": True, "forecasts": "past_days"}
+
+    def peaks(data_root: Path, seeds: list[int]) -> list[np.ndarray]:
+        schema = Path(built_site(TINY, data_root).schema_path)
+        run_options = RunOptions(schema, objective="tariff", **options)
+        return start_peaks(run_options, site_years(TINY, seeds, data_root))
+
+    together = peaks(tmp_path / "together", [8, 9, 10])
+    alone = [peaks(tmp_path / f"alone-{seed}", [seed])[0] for seed in (8, 9, 10)]
+    assert all(np.array_equal(a, b) for a, b in zip(together, alone, strict=True))
+    assert not np.array_equal(together[0], together[1])  # three years, three runs
+    assert len(list((tmp_path / "together").rglob(f"{CACHE_FOLDER}/peaks-*.npy"))) == 3  # a file a year
