@@ -431,16 +431,21 @@ def _charger_tables(series: SiteSeries) -> list[pd.DataFrame]:
         session_id = np.full(hours, "", dtype=object)
         ev_id = np.full(hours, "", dtype=object)
         own = sessions[sessions["socket"] == socket]
-        for row, (arrival, leave, arrival_soc, required_soc) in enumerate(
-            own[["arrival_step", "departure_step", "arrival_soc", "required_soc"]].itertuples(index=False)
-        ):
-            steps = np.arange(int(arrival), min(int(leave), series.hours))
-            state[steps] = PLUGGED_STATE
-            departure[steps] = int(leave) - steps
-            required[steps] = required_soc
-            current[int(arrival)] = arrival_soc
-            session_id[steps] = f"{ev_name(socket)}_{int(own.index[row])}"
-            ev_id[steps] = ev_name(socket)
+        arrival = own["arrival_step"].to_numpy(dtype=np.int64)
+        leave = own["departure_step"].to_numpy(dtype=np.int64)
+        # every plugged-in step of every session, session after session (a socket's sessions never overlap)
+        plugged_hours = np.clip(np.minimum(leave, series.hours) - arrival, 0, None)
+        session_of_step = np.repeat(np.arange(len(own)), plugged_hours)
+        steps = arrival[session_of_step] + (
+            np.arange(len(session_of_step)) - np.repeat(np.cumsum(plugged_hours) - plugged_hours, plugged_hours)
+        )
+        state[steps] = PLUGGED_STATE
+        departure[steps] = leave[session_of_step] - steps
+        required[steps] = own["required_soc"].to_numpy()[session_of_step]
+        current[arrival] = own["arrival_soc"].to_numpy()
+        names = np.array([f"{ev_name(socket)}_{index}" for index in own.index.to_numpy(dtype=np.int64)], dtype=object)
+        session_id[steps] = names[session_of_step]
+        ev_id[steps] = ev_name(socket)
         tables.append(
             pd.DataFrame(
                 {

@@ -17,12 +17,14 @@ scales its random draws until they are met, and reports how close it got.
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from iquitos_lightning.site.config import HOURS_PER_DAY, SiteConfig
+from iquitos_lightning.site.config import HOURS_PER_DAY, EVConfig, SiteConfig
 from iquitos_lightning.site.series import SESSION_COLUMNS
 
 MALL_NOISE_PERSISTENCE = 0.6
@@ -132,17 +134,7 @@ def _draw_sessions(config: SiteConfig, arrivals_per_day: float) -> EVSessions:
     departure_step = np.minimum(arrival_step + dwell, closing_step)
     tie_break = rng.random(total)
 
-    first_socket = np.concatenate([[0], np.cumsum([fleet.sockets for fleet in ev.fleets])[:-1]])
-    free_at = [np.zeros(fleet.sockets, dtype=np.int64) for fleet in ev.fleets]
-    socket = np.full(total, -1, dtype=np.int64)
-    for i in range(total):
-        fleet = fleet_of[i]
-        free = np.flatnonzero(free_at[fleet] <= arrival_step[i])
-        if len(free) == 0:
-            continue
-        chosen = free[int(tie_break[i] * len(free))]
-        free_at[fleet][chosen] = departure_step[i]
-        socket[i] = first_socket[fleet] + chosen
+    socket = np.array(first_free_sockets(ev, fleet_of, arrival_step, departure_step, tie_break), dtype=np.int64)
 
     kept = socket >= 0
     sessions = pd.DataFrame(
@@ -165,3 +157,34 @@ def _draw_sessions(config: SiteConfig, arrivals_per_day: float) -> EVSessions:
         dropped=int((~kept).sum()),
         expected_energy_kwh_per_day=float(deliverable.sum() / days),
     )
+
+
+def first_free_sockets(
+    ev: EVConfig, fleet_of: np.ndarray, arrival_step: np.ndarray, departure_step: np.ndarray, tie_break: np.ndarray
+) -> list[int]:
+    """The socket each arrival in order takes among its fleet's sockets free at its arrival step (the one at
+    ``tie_break`` along them, in socket order), or -1 when all are taken.
+
+    Why not a scan of every socket per arrival: ~57,000 arrivals a year over fleets of up to 128 sockets cost ~4 s of
+    a site's build that way. Arrivals come in time order, so a socket taken until step d is free for every arrival
+    from d on: each fleet keeps its free sockets sorted and its taken ones in a heap by the step they free up, and
+    each arrival first frees those whose step has come. The choices are the same integers as the scan's."""
+    if np.any(np.diff(arrival_step) < 0):
+        raise ValueError("arrivals must come in time order")
+    first_socket = [0, *np.cumsum([fleet.sockets for fleet in ev.fleets])[:-1].tolist()]
+    free = [list(range(fleet.sockets)) for fleet in ev.fleets]
+    taken: list[list[tuple[int, int]]] = [[] for _ in ev.fleets]  # (free from step, socket) heaps
+    sockets = []
+    for fleet, arrival, departure, tie in zip(
+        fleet_of.tolist(), arrival_step.tolist(), departure_step.tolist(), tie_break.tolist(), strict=True
+    ):
+        fleet_free, fleet_taken = free[fleet], taken[fleet]
+        while fleet_taken and fleet_taken[0][0] <= arrival:
+            bisect.insort(fleet_free, heapq.heappop(fleet_taken)[1])
+        if not fleet_free:
+            sockets.append(-1)
+            continue
+        chosen = fleet_free.pop(int(tie * len(fleet_free)))
+        heapq.heappush(fleet_taken, (departure, chosen))
+        sockets.append(first_socket[fleet] + chosen)
+    return sockets

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from iquitos_lightning.site.config import load_site_config
-from iquitos_lightning.site.demand import dwell_probabilities, ev_sessions, mall_load
+from iquitos_lightning.site.demand import dwell_probabilities, ev_sessions, first_free_sockets, mall_load
 from iquitos_lightning.site.pv import simulate_pv
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml"
@@ -55,3 +55,35 @@ def test_short_calendar_is_the_start_of_the_full_year() -> None:
     assert len(short.pv_kw) == config.hours
     assert short.calibration["annual_ghi_kwh_m2"] > 1000  # the calibration is the full year's
     assert short.pv_kw.max() > 0.5 * config.pv.dc_kwp * 0.8
+
+
+def _scan_every_socket(sockets_per_fleet, fleet_of, arrival_step, departure_step, tie_break) -> list[int]:
+    """The socket choice as a scan of every socket of the fleet per arrival (what demand.py did before its heap)."""
+    first = np.concatenate([[0], np.cumsum(sockets_per_fleet)[:-1]])
+    free_at = [np.zeros(count, dtype=np.int64) for count in sockets_per_fleet]
+    chosen_sockets = []
+    for fleet, arrival, departure, tie in zip(fleet_of, arrival_step, departure_step, tie_break, strict=True):
+        free = np.flatnonzero(free_at[fleet] <= arrival)
+        if len(free) == 0:
+            chosen_sockets.append(-1)
+            continue
+        chosen = free[int(tie * len(free))]
+        free_at[fleet][chosen] = departure
+        chosen_sockets.append(int(first[fleet] + chosen))
+    return chosen_sockets
+
+
+def test_the_sockets_arrivals_take_are_the_scan_of_every_sockets_choice() -> None:
+    """Busy hours where every socket of a fleet is taken (arrivals turned away), zero-hour sessions and ties: the
+    heap of taken sockets chooses what a scan of every socket chooses."""
+    rng = np.random.default_rng(5)
+    config = load_site_config(TINY)
+    arrivals = 3000
+    fleet_of = rng.integers(0, len(config.ev.fleets), arrivals)
+    arrival_step = np.sort(rng.integers(0, 400, arrivals))
+    departure_step = arrival_step + rng.integers(0, 12, arrivals)
+    tie_break = rng.random(arrivals)
+    sockets_per_fleet = [fleet.sockets for fleet in config.ev.fleets]
+    chosen = first_free_sockets(config.ev, fleet_of, arrival_step, departure_step, tie_break)
+    assert chosen == _scan_every_socket(sockets_per_fleet, fleet_of, arrival_step, departure_step, tie_break)
+    assert chosen.count(-1) > 100 and len(set(chosen)) == sum(sockets_per_fleet) + 1  # full hours, every socket
