@@ -5,7 +5,10 @@ Real TorchRL worker collectors on Pendulum (spawned processes, a few seconds eac
 
 from __future__ import annotations
 
+import pickle
 import signal
+import subprocess
+import sys
 
 import lightning.pytorch as pl
 import pytest
@@ -15,6 +18,7 @@ from torch import nn
 
 from iquitos_lightning.agents import PPO, SAC, EnvConfig, RolloutConfig
 from iquitos_lightning.agents.collection import make_collector
+from iquitos_lightning.agents.site_envs import agent_worker_env_makers
 from iquitos_lightning.envs.env_config import Backend
 from iquitos_lightning.envs.factory import make_env, worker_env_makers
 from iquitos_lightning.errors import ConfigError
@@ -144,3 +148,14 @@ def test_worker_envs_ignore_ctrl_c_and_sigterm_so_the_training_process_can_finis
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def test_a_worker_unpickling_its_env_maker_imports_no_lightning() -> None:
+    """A collection worker starts by unpickling its env maker (agents/site_envs.py), which imports the agents package
+    first; the package imports its agents on first use, so the worker skips Lightning (~4 s of each worker's start on
+    the 2-core machine, agents/__init__.py)."""
+    config = EnvConfig(name="Pendulum-v1", max_episode_steps=20, backend=Backend(num_workers=2))
+    maker = pickle.dumps(agent_worker_env_makers(config)[0])
+    script = "import pickle, sys; pickle.loads(sys.stdin.buffer.read()); print('lightning' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", script], input=maker, capture_output=True, check=True)
+    assert result.stdout.decode().split() == ["False"]
