@@ -2,8 +2,9 @@
 beside the site they were run on.
 
 Why: every training twin with the default ``start_peak: reference`` needs the peak shaver's run over each of its years
-in a one-env twin before the first step (envs/start_peak.py, control/reference_tables.py). With four training years that
-is ~30 s of every fit's start on the 2-core machine, and ~50 s on a lent GPU machine, where each second is counted:
+before the first step (envs/start_peak.py, control/reference_tables.py). With four training years, run together in
+one batched twin, that is ~38 s of a fit's start on the 2-core machine, and more on a lent GPU machine, where each
+second is counted:
 eight whole fits of a GPU check spent four minutes of a fifteen-minute loan recomputing the same arrays. A run's result
 is a function of the site files, the series, the options and the code, so it is stored under a digest of all four
 (``<site folder>/reference-runs/<kind>-<digest>.npy``) and read back by the next process. The digest of the code is the
