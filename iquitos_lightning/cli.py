@@ -52,7 +52,7 @@ from lightning.pytorch.cli import LightningArgumentParser, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_warn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from iquitos_lightning.agents import RLAgent
+from iquitos_lightning.agents import A2C, PPO, SAC, RLAgent
 from iquitos_lightning.agents.resume import describe_identity
 from iquitos_lightning.errors import (
     INTERRUPTED_EXIT_CODE,
@@ -97,6 +97,10 @@ DEFAULT_LOGGER = {
     "init_args": {"save_dir": "runs", "name": "agent"},
 }
 SAFE_CHECKPOINT_IO = {"class_path": "iquitos_lightning.training.checkpoint_io.SafeCheckpointIO"}
+
+# The classes ``--model=<name>`` chooses from: jsonargparse finds a short name among RLAgent's subclasses imported so
+# far, and the agents package imports them on first use only (agents/__init__.py), so the CLI imports them itself.
+AGENT_CLASSES = (A2C, PPO, SAC)
 
 
 UNKNOWN_OPTION = re.compile(r"Option '([^']+)' is not accepted")
