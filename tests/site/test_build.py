@@ -14,6 +14,7 @@ from rich.console import Console
 
 from iquitos_lightning.site.build import build_site, load_series, print_calibration
 from iquitos_lightning.site.config import load_site_config
+from iquitos_lightning.site.validate import SiteDataError
 
 SITES = Path(__file__).resolve().parents[2] / "configs" / "site"
 TINY = SITES / "tiny.yaml"
@@ -47,6 +48,24 @@ def test_second_build_is_read_from_cache_and_a_changed_config_rebuilds(tmp_path:
     rebuilt = build_site(changed, tmp_path / "site", progress=False)
     assert not rebuilt.cached
     assert not np.array_equal(rebuilt.series.pv_kw, built.series.pv_kw)
+
+
+def test_a_read_back_folder_is_kept_by_the_process_until_one_of_its_files_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = load_site_config(TINY)
+    build_site(config, tmp_path / "site", progress=False)
+    first = build_site(config, tmp_path / "site", progress=False)  # read back, checked, kept
+    with monkeypatch.context() as patched:  # unchanged files: no read
+        patched.setattr("iquitos_lightning.site.build.load_series", lambda path: pytest.fail("read again"))
+        again = build_site(config, tmp_path / "site", progress=False)
+    assert again.cached and again.series.sessions.equals(first.series.sessions)
+    again.series.pv_kw[:] = -1.0  # a caller's copy: the next read does not see it
+    assert (build_site(config, tmp_path / "site", progress=False).series.pv_kw >= 0).all()
+    weather = tmp_path / "site" / "weather.csv"
+    weather.write_text("\n".join(weather.read_text().splitlines()[:100]) + "\n")  # cut short after the read
+    with pytest.raises(SiteDataError, match=r"weather\.csv: 99 data rows"):
+        build_site(config, tmp_path / "site", progress=False)
 
 
 def test_tiny_site_calibration_is_sane(tmp_path: Path) -> None:
