@@ -106,3 +106,14 @@ def test_section_sources_say_which_sections_a_file_decided_and_which_came_from_i
     assert sources["calendar"] == "file over base tiny"  # days written, year inherited
     assert sources["ev"] == sources["pv"] == sources["mall"] == "base tiny"
     assert set(section_sources(REPO_SITES / "tiny.yaml").values()) == {"file"}
+
+
+def test_a_site_file_parsed_again_gives_a_copy_and_an_edited_file_its_new_values(tmp_path: Path) -> None:
+    """load_site_config keeps each checked mapping per process (a fit loads its profile about twelve times)."""
+    site = tmp_path / "site.yaml"
+    site.write_text((REPO_SITES / "tiny.yaml").read_text())
+    first = load_site_config(site)
+    first.name = "changed by a caller"
+    assert load_site_config(site).name == "tiny"  # the caller's change stays with its copy
+    site.write_text(site.read_text().replace("name: tiny", "name: edited"))
+    assert load_site_config(site).name == "edited"
