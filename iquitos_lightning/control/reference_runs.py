@@ -72,10 +72,7 @@ def cached_references(
     values = [_read(path) if value is None else value for path, value in zip(paths, values, strict=True)]
     missing = [index for index, value in enumerate(values) if value is None]
     if missing:
-        ran = run(missing)
-        if len(ran) != len(missing):
-            raise ValueError(f"a reference run of {len(missing)} inputs returned {len(ran)} results")
-        for index, result in zip(missing, ran, strict=True):
+        for index, result in zip(missing, run(missing), strict=True):
             _write(paths[index], result)
             values[index] = result
     for path, value in zip(paths, values, strict=True):

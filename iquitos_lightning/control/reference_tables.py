@@ -87,8 +87,8 @@ def start_peaks(options: RunOptions, years: Sequence[SiteSeries]) -> list[np.nda
     year from hour 0.
 
     The years not yet run are run together, in one twin of one env a year (env b simulates year b): on the 2-core
-    machine four years take about the time of one, and a card profile's first fit on a new machine waits ~30 s
-    instead of ~110 s. The peaks are physics, no reward or observation scale enters them, so the run of a year in
+    machine four years take about the time of one, and a card profile's first fit on a new machine waits ~38 s
+    instead of ~105 s. The peaks are physics, no reward or observation scale enters them, so the run of a year in
     the batch is bit-equal to its run alone (tests/control/test_reference_runs.py)."""
     key_options = (options.demand_period, options.ev_guarantee, options.forecasts)
 

@@ -34,7 +34,7 @@ from iquitos_lightning.envs.objectives import (
 from iquitos_lightning.envs.reward import RewardScales
 from iquitos_lightning.site.config import HOURS_PER_DAY
 from iquitos_lightning.site.forecasts import ORACLE, PAST_DAYS, check_forecasts, forecast_table
-from iquitos_lightning.site.series import SiteSeries
+from iquitos_lightning.site.series import SiteSeries, plugged_steps
 
 FORECAST_STEPS = (1, 2, 3)
 # The ``tariff`` objective plans against a monthly peak and a day of prices: it also sees PV and mall
@@ -176,14 +176,12 @@ def build_site_tables(
     socket = sessions["socket"].to_numpy(np.int64)
     arrival = sessions["arrival_step"].to_numpy(np.int64)
     departure = sessions["departure_step"].to_numpy(np.int64)
-    plugged_hours = np.clip(np.minimum(departure, hours) - arrival, 0, None)
-    index = np.repeat(np.arange(len(sessions)), plugged_hours)
-    steps = arrival[index] + np.arange(len(index)) - np.repeat(np.cumsum(plugged_hours) - plugged_hours, plugged_hours)
+    index, steps = plugged_steps(arrival, departure, hours)
     session_of[steps, socket[index]] = index
     hours_to_departure[steps, socket[index]] = departure[index] - steps
     required_soc[steps, socket[index]] = sessions["required_soc"].to_numpy(float)[index]
     departing: list[list[int]] = [[] for _ in range(hours)]
-    for departure_step, session in zip(departure.tolist(), range(len(sessions)), strict=True):
+    for session, departure_step in enumerate(departure.tolist()):
         if 1 <= departure_step <= hours:
             departing[departure_step - 1].append(session)
 

@@ -60,7 +60,7 @@ from iquitos_lightning.site.config import (
     SiteConfig,
     WeatherConfig,
 )
-from iquitos_lightning.site.series import SESSION_COLUMNS, SiteSeries
+from iquitos_lightning.site.series import SESSION_COLUMNS, SiteSeries, plugged_steps
 from iquitos_lightning.site.validate import SiteDataError, check_files, check_series
 
 HASH_FILE = "build_hash.txt"
@@ -132,12 +132,16 @@ def _read_back(path: Path, config: SiteConfig) -> BuildResult:
     Why the process keeps it: a fit reads each of its site years about twice (the twin, the reference runs, the
     evaluation envs), ~0.5 s a read of a full year on the 2-core machine; a file edited, truncated or removed since
     changes its stamp, so it is checked and read again."""
-    files = [*expected_files(config), HASH_FILE, CONFIG_FILE, SCHEMA_FILE, CALIBRATION_FILE, SESSIONS_FILE]
-    stamp = tuple(_stamp(path / name, name) for name in files)
-    kept = _READ_BACK.get(str(path.resolve()))
+    data_files = expected_files(config)
+    stamp = tuple(
+        _stamp(path / name, name)
+        for name in (*data_files, HASH_FILE, CONFIG_FILE, SCHEMA_FILE, CALIBRATION_FILE, SESSIONS_FILE)
+    )
+    folder = str(path.resolve())
+    kept = _READ_BACK.get(folder)
     if kept is not None and kept[0] == stamp:
         return copy.deepcopy(kept[1])
-    check_files(path, config.hours, expected_files(config))
+    check_files(path, config.hours, data_files)
     series = load_series(path)
     check_series(series, str(path / SERIES_FILE))
     result = BuildResult(
@@ -147,7 +151,7 @@ def _read_back(path: Path, config: SiteConfig) -> BuildResult:
         calibration=json.loads((path / CALIBRATION_FILE).read_text()),
         cached=True,
     )
-    _READ_BACK[str(path.resolve())] = (stamp, copy.deepcopy(result))
+    _READ_BACK[folder] = (stamp, copy.deepcopy(result))
     return result
 
 
@@ -463,12 +467,7 @@ def _charger_tables(series: SiteSeries) -> list[pd.DataFrame]:
         own = sessions[sessions["socket"] == socket]
         arrival = own["arrival_step"].to_numpy(dtype=np.int64)
         leave = own["departure_step"].to_numpy(dtype=np.int64)
-        # every plugged-in step of every session, session after session (a socket's sessions never overlap)
-        plugged_hours = np.clip(np.minimum(leave, series.hours) - arrival, 0, None)
-        session_of_step = np.repeat(np.arange(len(own)), plugged_hours)
-        steps = arrival[session_of_step] + (
-            np.arange(len(session_of_step)) - np.repeat(np.cumsum(plugged_hours) - plugged_hours, plugged_hours)
-        )
+        session_of_step, steps = plugged_steps(arrival, leave, series.hours)  # a socket's sessions never overlap
         state[steps] = PLUGGED_STATE
         departure[steps] = leave[session_of_step] - steps
         required[steps] = own["required_soc"].to_numpy()[session_of_step]

@@ -165,7 +165,7 @@ def first_free_sockets(
     """The socket each arrival in order takes among its fleet's sockets free at its arrival step (the one at
     ``tie_break`` along them, in socket order), or -1 when all are taken.
 
-    Why not a scan of every socket per arrival: ~57,000 arrivals a year over fleets of up to 128 sockets cost ~4 s of
+    Why not a scan of every socket per arrival: ~230,000 arrivals a year over fleets of up to 128 sockets cost ~4 s of
     a site's build that way. Arrivals come in time order, so a socket taken until step d is free for every arrival
     from d on: each fleet keeps its free sockets sorted and its taken ones in a heap by the step they free up, and
     each arrival first frees those whose step has come. The choices are the same integers as the scan's."""
