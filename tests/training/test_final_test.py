@@ -17,6 +17,7 @@ from iquitos_lightning.agents import RLAgent
 from iquitos_lightning.cli import IquitosLightningCLI, run_lightning_cli
 from iquitos_lightning.control.baselines import REFERENCES_VERSION
 from iquitos_lightning.envs.env_config import Backend, EnvConfig, TrainingAids
+from iquitos_lightning.report import run_report
 from iquitos_lightning.site.config import load_site_config
 from iquitos_lightning.training.final_evaluation import FinalTest, gap_line, run_final_test
 
@@ -47,7 +48,14 @@ def _fit(root: Path, *extra: str) -> int:
                               *short, *TWIN_FLEET, *extra])  # fmt: skip
 
 
-def test_a_twin_fit_ends_with_a_citylearn_year_that_bills_what_the_twin_evaluation_billed(tmp_path, capsys):
+def test_a_twin_fit_ends_with_a_citylearn_year_that_bills_what_the_twin_evaluation_billed(
+    tmp_path, capsys, monkeypatch
+):
+    drawn = []  # the curves each drawing call made (the real functions run)
+    for name in ("plot_learning_curve", "plot_health"):
+        draw = getattr(run_report, name)
+        monkeypatch.setattr(run_report, name, lambda *args, _draw=draw, **kwargs: drawn.append(args[2].name)
+                            or _draw(*args, **kwargs))  # fmt: skip
     assert _fit(tmp_path, "--final_test.backend=citylearn") == 0
     said = capsys.readouterr().out
     assert "testing the final policy on citylearn" in said and "final test on citylearn: episode return" in said
@@ -57,6 +65,10 @@ def test_a_twin_fit_ends_with_a_citylearn_year_that_bills_what_the_twin_evaluati
     assert twin["stage"] == "fit" and citylearn["frames_trained"] == 56
     assert (run / "report" / "test-citylearn" / "summary.md").read_text().startswith("# SAC: test report")
     assert "wall time of this fit" in (run / "report" / "summary.md").read_text()  # the fit's report is kept
+    # The test adds no training row: its report holds the fit's curves, copied rather than drawn a second time.
+    assert sorted(drawn) == ["health.png", "learning_curve.png"]
+    for name in drawn:
+        assert (run / "report" / "test-citylearn" / name).read_bytes() == (run / "report" / name).read_bytes(), name
     # the same weights on the bit-equal twin and on CityLearn: the same year (the twin's KPIs are float32 sums)
     assert citylearn["episode_return"] == pytest.approx(twin["episode_return"], rel=1e-6)
     for kpi in ("tariff_cost", "demand_charge", "ev_unmet_kwh", "grid_import_kwh"):

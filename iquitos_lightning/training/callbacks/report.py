@@ -74,6 +74,9 @@ class RunReport(pl.Callback):
         self._episodes_seen = 0
         self._started = time.monotonic()
         self._frames_at_start = 0
+        # The rows the last write drew (their counts: the lists only grow) and where: a ``test`` right after ``fit``
+        # adds no row, so its report takes the fit's curves rather than drawing them again.
+        self._curves_drawn: tuple[tuple[int, int, int], Path] | None = None
 
     # ----- observing ---------------------------------------------------------------------------------
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -134,6 +137,8 @@ class RunReport(pl.Callback):
         folder = Path(self.dirpath) if self.dirpath else report_dir(trainer)
         evaluation = policy_evaluation(trainer)
         flows = evaluation.evaluation_flows() if self.dispatch_plot and evaluation is not None else None
+        rows = (len(self.train_returns), len(self.evaluations), len(self.health))
+        drawn_in = self._curves_drawn[1] if self._curves_drawn is not None and self._curves_drawn[0] == rows else None
         paths = write_run_report(
             folder,
             stage=stage,
@@ -146,7 +151,9 @@ class RunReport(pl.Callback):
             evaluations=self.evaluations,
             health=self.health,
             site_flows=flows,
+            curves_drawn_in=drawn_in,
         )
+        self._curves_drawn = (rows, folder)
         images = [path for path in paths if path.suffix == ".png"]
         for logger in _wandb_loggers(trainer):
             for image in images:  # one key per plot: W&B draws images of different sizes under one key badly
@@ -166,6 +173,7 @@ class RunReport(pl.Callback):
         self.train_returns = [(int(frames), float(value)) for frames, value in state_dict.get("train_returns", [])]
         self.evaluations = [dict(evaluation) for evaluation in state_dict.get("evaluations", [])]
         self.health = [dict(row) for row in state_dict.get("health", [])]
+        self._curves_drawn = None
 
     # ----- helpers -------------------------------------------------------------------------------------
     @staticmethod
