@@ -1,4 +1,7 @@
-"""Real learning on Pendulum-v1: SAC gets above -300 within 6k frames (about 3 minutes on the 2-core machine).
+"""Real learning on Pendulum-v1: SAC gets above -300 within 4k frames (about 30 s on the 2-core machine).
+
+Measured with this seed on the 2-core machine: -1,296 after 2,000 frames (a random policy's level), -90 after 3,000,
+-84 after 4,000 (and -81 after 6,000, the earlier budget): the budget leaves 1,000 frames of margin past the jump.
 
 In a file of its own (the PPO test beside it), so the two long learning tests can run on both pytest-xdist workers
 at the same time.
@@ -15,12 +18,12 @@ from iquitos_lightning.agents import SAC, EnvConfig, RolloutConfig
 
 
 @pytest.mark.slow
-def test_sac_reaches_minus_300_on_pendulum_within_6k_frames():
+def test_sac_reaches_minus_300_on_pendulum_within_4k_frames():
     torch.set_num_threads(1)  # tiny networks: one thread is as fast and does not fight other jobs
     pl.seed_everything(0)
     agent = SAC(
         env=EnvConfig(name="Pendulum-v1", seed=1),
-        rollout=RolloutConfig(frame_budget=6_000, frames_per_batch=200, eval_every_frames=3_000, eval_episodes=3),
+        rollout=RolloutConfig(frame_budget=4_000, frames_per_batch=200, eval_every_frames=4_000, eval_episodes=3),
         hidden_sizes=(64, 64),
         batch_size=256,
         actor_lr=1e-3,
@@ -32,5 +35,5 @@ def test_sac_reaches_minus_300_on_pendulum_within_6k_frames():
     trainer = cpu_trainer()
     trainer.fit(agent)
     final_return = float(trainer.callback_metrics["val/episode_return"])
-    assert agent.frames_done == 6_000
+    assert agent.frames_done == 4_000
     assert final_return > -300, final_return
