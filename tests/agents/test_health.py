@@ -17,10 +17,13 @@ from iquitos_lightning.envs.factory import make_env
 from iquitos_lightning.training.callbacks import LearningHealth, RunReport
 
 
-def small_ppo(lr: float, **options) -> PPO:
+def small_ppo(lr: float, frame_budget: int = 4096, **options) -> PPO:
+    """PPO on Pendulum with one health period (evaluation period) every 2,048 frames."""
     return PPO(
         env=EnvConfig(name="Pendulum-v1", seed=1, max_episode_steps=200),
-        rollout=RolloutConfig(frame_budget=4096, frames_per_batch=1024, eval_every_frames=2048, eval_episodes=0),
+        rollout=RolloutConfig(
+            frame_budget=frame_budget, frames_per_batch=1024, eval_every_frames=2048, eval_episodes=0
+        ),
         lr=lr,
         gamma=0.9,
         minibatch_size=64,
@@ -60,9 +63,10 @@ def test_ppo_warns_when_frozen_and_not_when_learning(learning_rate, tmp_path):
 
 def test_ppo_warns_when_its_actions_sit_at_the_bounds(tmp_path):
     """A Gaussian scale of 10 before the tanh puts ~80 % of the sampled actions within 1 % of an end of the range
-    (the learning run above, scale 1, stays clear of the warning)."""
+    (the learning run above, scale 1, stays clear of the warning). One health period: the warning is the first
+    period's."""
     pl.seed_everything(0)
-    health, report = fit_with_health(small_ppo(1e-3, initial_scale=10.0), tmp_path)
+    health, report = fit_with_health(small_ppo(1e-3, frame_budget=2048, initial_scale=10.0), tmp_path)
     assert "bounds" in [warning.split(":")[0] for warning in health.warnings], health.warnings
     assert report.health[0]["actions_at_bounds"] > 0.5
 
