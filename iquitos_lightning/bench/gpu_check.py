@@ -218,6 +218,8 @@ def gpu_profile_fits(run: CheckRun, configs: list[str] | None = None) -> list[di
     raw = run.out / "raw"
 
     def fit(planned: dict[str, Any], rollouts: int, workdir: str) -> dict[str, Any]:
+        if not planned.get("cpu") and not run.cuda:  # what the fit would refuse, ~7 s of a child's imports later
+            return {"error": f"{planned['config']} trains on a GPU: no CUDA device on this machine"}
         raw.mkdir(parents=True, exist_ok=True)
         result_file = raw / f"{planned['name']}.json"
         command = profile_fit_command(planned["config"], rollouts, workdir, str(result_file), planned["overrides"])
@@ -270,17 +272,23 @@ def update_grid(run: CheckRun) -> list[tuple[str, str, list[str]]]:
 
 
 def update_jobs(run: CheckRun, compiled_only: bool, tag: str) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+    """A child process per (algorithm, precision) group on CUDA (each group's device memory and compiled graphs its
+    own); on a CPU one child times every group, one after another: there is no device memory to keep apart, and each
+    child's start is ~7 s of imports on the 2-core machine."""
     accelerator = "gpu" if run.cuda else "cpu"
-    jobs = []
+    groups = []
     for algorithm, precision, sets in update_grid(run):
         chosen = [s for s in sets if "compile" in s] if compiled_only else sets
-        if not chosen:
-            continue
-        name = f"{tag}-{algorithm}-{precision}"
-        arguments = {"algorithm": algorithm, "precision": precision, "switch_sets": chosen,
-                     "accelerator": accelerator, "sizes": update_sizes(run)}  # fmt: skip
-        jobs.append((name, lambda name=name, arguments=arguments: run_child(run, "update-cells", arguments, name, 480)))
-    return jobs
+        if chosen:
+            groups.append((f"{tag}-{algorithm}-{precision}", {"algorithm": algorithm, "precision": precision,
+                           "switch_sets": chosen, "accelerator": accelerator, "sizes": update_sizes(run)}))  # fmt: skip
+    task = "update-cells"
+    if not run.cuda and groups:
+        task, groups = "update-groups", [(f"{tag}-cpu", {"groups": [arguments for _, arguments in groups]})]
+    return [
+        (name, lambda name=name, arguments=arguments: run_child(run, task, arguments, name, 480))
+        for name, arguments in groups
+    ]
 
 
 def judge_update_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ Tasks:
   with), frames/s and updates/s after the first rollout, and what
   :class:`~iquitos_lightning.callbacks.VRAMMonitor` saw next to torch's counters read at the same moment.
 - ``update-cells``: :func:`~iquitos_lightning.bench.update_step.measure_update_step` for one algorithm
-  and precision over several switch sets.
+  and precision over several switch sets; ``update-groups``: the same for several groups in one process (a CPU run).
 - ``oom-ballast``: a real CUDA out-of-memory in the middle of a fit (:class:`Ballast` fills the capped
   device after the first rollout, as another process grabbing memory would) to prove that
   :class:`~iquitos_lightning.callbacks.OutOfMemoryHandler` writes its emergency checkpoint and the
@@ -222,6 +222,12 @@ def update_cells(
     return {"rows": rows}
 
 
+def update_groups(groups: list[dict[str, Any]]) -> dict[str, Any]:
+    """:func:`update_cells` for each of ``groups`` in turn, their rows together (a CPU run's one child for every
+    group: gpu_check.update_jobs)."""
+    return {"rows": [row for group in groups for row in update_cells(**group)["rows"]]}
+
+
 def _short(error: BaseException) -> str:
     text = f"{type(error).__name__}: {error}".strip().splitlines()
     return (text[0] if text else type(error).__name__)[:400]
@@ -250,7 +256,7 @@ def twin_scaling(
     }
 
 
-TASKS = {"update-cells": update_cells, "twin-scaling": twin_scaling}
+TASKS = {"update-cells": update_cells, "update-groups": update_groups, "twin-scaling": twin_scaling}
 
 
 def main(argv: list[str] | None = None) -> int:
