@@ -19,7 +19,7 @@ the site (control/reference_runs.py) and the next fit reads it.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +41,7 @@ from iquitos_lightning.envs.reward_baseline import NO_BASELINE, RULE
 from iquitos_lightning.envs.site_data import built_site
 from iquitos_lightning.envs.site_tables import COMPACT
 from iquitos_lightning.envs.twin import IquitosTwin
+from iquitos_lightning.site.config import SiteConfig
 from iquitos_lightning.site.series import SiteSeries
 
 UNCONTROLLED_FLEET_ACTION = (0.0, 1.0)  # the fleet layout's BESS idle, every socket at the top of its band
@@ -84,37 +85,70 @@ class RunOptions:
 
 def start_peaks(options: RunOptions, years: Sequence[SiteSeries]) -> list[np.ndarray]:
     """[T] for each of ``years``: the billed peak-to-date at the start of every step of the peak shaver's run of that
-    year from hour 0.
+    year from hour 0, for ``options.demand_period``.
 
-    The years not yet run are run together, in one twin of one env a year (env b simulates year b): on the 2-core
-    machine four years take about the time of one, and a card profile's first fit on a new machine waits ~38 s
-    instead of ~105 s. The peaks are physics, no reward or observation scale enters them, so the run of a year in
-    the batch is bit-equal to its run alone (tests/control/test_reference_runs.py)."""
-    key_options = (options.demand_period, options.ev_guarantee, options.forecasts)
+    One run of a year serves both demand periods: the shaver's actions never read the billed peak, so its run, and
+    each hour's grid import, is the same whichever period bills it; the peaks of each period follow from the imports
+    by the twin's own recurrence (:func:`peaks_to_date`), and both are kept. A card profile billed by the month
+    (PPO, A2C) and one trained on the day's charge (SAC) share the run: on the 2-core machine ~20-25 s less at the
+    first fit of the second. The years not yet run are run together, in one twin of one env a year (env b simulates
+    year b): four years take about the time of one (~38 s instead of ~105 s). The peaks are physics, no reward or
+    observation scale enters them, so a year's peaks in the batch are bit-equal to its run alone, and each period's to
+    the peak-to-date of a twin billed by that period (tests/control/test_reference_runs.py)."""
+    periods = objectives.DEMAND_PERIODS
+    keys = [
+        reference_key(options.schema_path, year, period, options.ev_guarantee, options.forecasts)
+        for period in periods
+        for year in years
+    ]
 
     def run(missing: list[int]) -> list[np.ndarray]:
-        batch = [years[index] for index in missing]
-        twin = IquitosTwin(
-            options.schema_path,
-            batch[0],
-            num_envs=len(batch),
-            years=batch,
-            layout=FLEET,
-            ev_guarantee=options.ev_guarantee,
-            objective=objectives.TARIFF,
-            demand_period=options.demand_period,
-            forecasts=options.forecasts,
-        )
-        peaks = np.empty((len(batch), twin.hours))
+        to_run = sorted({index % len(years) for index in missing})
+        imports = dict(zip(to_run, shaver_grid_imports(options, [years[index] for index in to_run]), strict=True))
+        return [
+            peaks_to_date(imports[index % len(years)], years[index % len(years)].config, periods[index // len(years)])
+            for index in missing
+        ]
 
-        def before_step(step: int) -> None:
-            peaks[:, step] = twin.peak_to_date_kw.to(torch.float64).numpy()
+    values = cached_references(options.schema_path, "peaks", keys, run)
+    chosen = periods.index(objectives.check_demand_period(options.demand_period)) * len(years)
+    return values[chosen : chosen + len(years)]
 
-        run_constant_action(with_residual(twin, PeakShaver(), FLEET), ZERO_RESIDUAL, twin.hours, before_step)
-        return list(peaks)
 
-    keys = [reference_key(options.schema_path, year, *key_options) for year in years]
-    return cached_references(options.schema_path, "peaks", keys, run)
+def shaver_grid_imports(options: RunOptions, years: Sequence[SiteSeries]) -> np.ndarray:
+    """[Y, T] float64: the grid import of every hour of the peak shaver's run of each of ``years`` from hour 0, in one
+    twin of one env a year (the ``fleet`` layout through the residual wrapper with a zero action)."""
+    twin = IquitosTwin(
+        options.schema_path,
+        years[0],
+        num_envs=len(years),
+        years=years,
+        record=True,
+        layout=FLEET,
+        ev_guarantee=options.ev_guarantee,
+        objective=objectives.TARIFF,
+        forecasts=options.forecasts,
+    )
+    run_constant_action(with_residual(twin, PeakShaver(), FLEET), ZERO_RESIDUAL, twin.hours)
+    return np.stack([twin.flows(env)["grid_import_kw"].to_numpy() for env in range(len(years))])
+
+
+def peaks_to_date(grid_import_kw: np.ndarray, site: SiteConfig, demand_period: str) -> np.ndarray:
+    """[T] the billed peak-to-date at the start of every hour of a run of ``site``'s year whose hourly grid imports
+    are ``grid_import_kw`` [T], billed by ``demand_period``: the twin's recurrence (envs/twin.py ``_simulate``) in
+    the same float64 operations (:func:`~iquitos_lightning.envs.objectives.next_peak_to_date`: not an exact running
+    max), from 0 at hour 0 and back to 0 where a period opens."""
+    hours = len(grid_import_kw)
+    in_window = objectives.peak_window_steps(site, hours).astype(float)
+    opens = objectives.demand_period_starts(site, hours, demand_period)
+    peaks = np.empty(hours)
+    peak = np.float64(0.0)
+    for step in range(hours):
+        peaks[step] = peak
+        peak = objectives.next_peak_to_date(grid_import_kw[step], peak, in_window[step])
+        if step + 1 < hours and opens[step + 1]:
+            peak = np.float64(0.0)
+    return peaks
 
 
 def baseline_rewards(options: RunOptions, year: SiteSeries, baseline: str) -> np.ndarray:
@@ -144,18 +178,14 @@ def baseline_rewards(options: RunOptions, year: SiteSeries, baseline: str) -> np
     return cached_reference(options.schema_path, "rewards", key, run)
 
 
-def run_constant_action(
-    env: EnvBase, action: tuple[float, float], hours: int, before_step: Callable[[int], None] | None = None
-) -> np.ndarray:
+def run_constant_action(env: EnvBase, action: tuple[float, float], hours: int) -> np.ndarray:
     """[B, T] float64: the reward of every step of one episode of each of the B envs of ``env`` from hour 0, all with
-    one action throughout; ``before_step(step)`` is called before each step (to read the env's state there)."""
+    one action throughout."""
     env.reset()
     envs = env.batch_size[0]
     command = TensorDict({"action": torch.tensor([action] * envs)}, batch_size=[envs])
     rewards = np.empty((envs, hours))
     for step in range(hours):
-        if before_step is not None:
-            before_step(step)
         rewards[:, step] = env.step(command)["next", "reward"][:, 0].to(torch.float64).numpy()
     return rewards
 

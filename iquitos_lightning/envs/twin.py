@@ -107,7 +107,8 @@ class IquitosTwin(EnvBase):
         num_envs: B, the batch size.
         device: where the tensors live.
         record: keep the hourly flows and departures of every env (for KPIs; costs
-            B x hours x (10 + sockets) values, so meant for small B).
+            B x hours x (10 + sockets) values, so meant for small B). With ``years``: each env's flows (a reference
+            run's grid imports: control/reference_tables.py); the departures table reads one year's sessions.
         compile_physics: ``torch.compile`` the step's physics (:meth:`_simulate`) into fused kernels. It
             takes about a minute on first use (per batch size) and then runs 3-5x faster at small
             B; measured bit-equal to the eager step on the tiny site.
@@ -169,8 +170,6 @@ class IquitosTwin(EnvBase):
         self._start_generator = torch.Generator(device="cpu").manual_seed(seed)
         self.series = series
         self.years = _same_site_years(series, years)
-        if record and len(self.years) > 1:
-            raise ValueError("record=True is for one year (KPIs): build the twin without years to record it")
         self.forecasts = check_forecasts(forecasts)
         self.site_config: SiteConfig = series.config
         self.reward_weights = reward_weights or RewardWeights()
@@ -625,6 +624,8 @@ class IquitosTwin(EnvBase):
     def departures(self, env_index: int = 0) -> pd.DataFrame:
         """One row per EV that left env ``env_index`` so far (DEPARTURE_COLUMNS), by step then socket."""
         self._require_record()
+        if len(self.years) > 1:
+            raise RuntimeError("departures are read for a twin of one year: build it without years")
         steps = int(self._state.t[env_index])
         step, socket = np.nonzero(self._departing[:steps].cpu().numpy())
         soc = self._state.departure_soc[env_index, :steps].cpu().numpy().astype(np.float64)[step, socket]

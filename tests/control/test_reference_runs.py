@@ -3,16 +3,23 @@ other inputs or other code run them again, and a corrupt or unwritable cache cos
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+from tensordict import TensorDict
 
 from iquitos_lightning.control import reference_runs
+from iquitos_lightning.control.peak_shaver import PeakShaver
 from iquitos_lightning.control.reference_runs import CACHE_FOLDER, cache_path, cached_reference
 from iquitos_lightning.control.reference_tables import RunOptions, reference_tables, start_peaks
+from iquitos_lightning.control.residual import with_residual
+from iquitos_lightning.envs.actions import FLEET
 from iquitos_lightning.envs.env_config import Backend, EnvConfig, TrainingAids
 from iquitos_lightning.envs.site_data import built_site, site_years
+from iquitos_lightning.envs.twin import IquitosTwin
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml"  # 7 days: 168 hours
 
@@ -38,14 +45,13 @@ def test_a_training_twins_start_peaks_are_read_back_by_the_next_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first = _start_peaks(tmp_path)
-    assert len(list(tmp_path.rglob(f"{CACHE_FOLDER}/peaks-*.npy"))) == 1
+    assert len(list(tmp_path.rglob(f"{CACHE_FOLDER}/peaks-*.npy"))) == 2  # the run's month and day peaks
     _as_a_new_process(monkeypatch)
-    with monkeypatch.context() as patched:  # the peak shaver's year must not run again
+    with monkeypatch.context() as patched:  # the peak shaver's year must not run again, for either period
         patched.setattr("iquitos_lightning.control.reference_tables.run_constant_action", lambda *a: pytest.fail("ran"))
         second = _start_peaks(tmp_path)
+        daily = _start_peaks(tmp_path, demand_period="day")
     assert np.array_equal(first, second) and first.any()
-    daily = _start_peaks(tmp_path, demand_period="day")  # another input: its own run and file
-    assert len(list(tmp_path.rglob(f"{CACHE_FOLDER}/peaks-*.npy"))) == 2
     assert not np.array_equal(daily, first)
 
 
@@ -91,4 +97,31 @@ def test_years_run_together_give_each_years_peaks_run_alone(tmp_path: Path) -> N
     alone = [peaks(tmp_path / f"alone-{seed}", [seed])[0] for seed in (8, 9, 10)]
     assert all(np.array_equal(a, b) for a, b in zip(together, alone, strict=True))
     assert not np.array_equal(together[0], together[1])  # three years, three runs
-    assert len(list((tmp_path / "together").rglob(f"{CACHE_FOLDER}/peaks-*.npy"))) == 3  # a file a year
+    assert len(list((tmp_path / "together").rglob(f"{CACHE_FOLDER}/peaks-*.npy"))) == 6  # a file a year and period
+
+
+@pytest.mark.parametrize("demand_period", ["month", "day"])
+def test_one_run_gives_each_periods_peaks_as_a_twin_billed_by_that_period_reads_them(
+    tmp_path: Path, demand_period: str
+) -> None:
+    """Both periods' start peaks come from one run of the shaver (its actions never read the billed peak), each by
+    the twin's recurrence over the run's grid imports: they must be the peak-to-date a twin billed by that period
+    shows before every step of the same run, bit for bit."""
+    data_root = tmp_path / "data"
+    schema = Path(built_site(TINY, data_root).schema_path)
+    years = site_years(TINY, [8, 9], data_root)
+    options = RunOptions(schema, ev_guarantee=True, objective="tariff", demand_period=demand_period,
+                         forecasts="past_days")  # fmt: skip
+    twin = IquitosTwin(schema, years[0], num_envs=2, years=years, layout=FLEET, ev_guarantee=True,
+                       objective="tariff", demand_period=demand_period)  # fmt: skip
+    env = with_residual(twin, PeakShaver(), FLEET)
+    env.reset()
+    read = np.empty((2, twin.hours))
+    for step in range(twin.hours):
+        read[:, step] = twin.peak_to_date_kw.numpy()
+        env.step(TensorDict({"action": torch.zeros(2, 2)}, batch_size=[2]))
+    derived = start_peaks(options, years)
+    assert all(np.array_equal(derived[year], read[year]) for year in range(2)) and read.any()
+    other = start_peaks(replace(options, demand_period="day" if demand_period == "month" else "month"), years)
+    assert not any(np.array_equal(derived[year], other[year]) for year in range(2))  # read back, not run again
+    assert len(list(data_root.rglob(f"{CACHE_FOLDER}/peaks-*.npy"))) == 4  # both periods of both years, one run
