@@ -125,9 +125,13 @@ def test_the_training_env_trains_on_the_listed_years_and_refuses_them_elsewhere(
         EnvConfig(
             site=str(TINY), training=TrainingAids(train_site_seeds=[101])
         )  # CityLearn trains on the site's own year
-    with pytest.raises(ValueError, match="record=True"):
-        years = site_years(TINY, [101, 102], data_root)
-        IquitosTwin(built_site(TINY, data_root).schema_path, env.series, years=years, record=True)
+    years = site_years(TINY, [101, 102], data_root)  # a recording twin of two years: each env's flows (reference
+    recording = IquitosTwin(built_site(TINY, data_root).schema_path, env.series, num_envs=2, years=years, record=True)
+    recording.rollout(3)  # runs' grid imports), but the departures table reads one year's sessions
+    assert [len(recording.flows(index)) for index in (0, 1)] == [3, 3]
+    assert not recording.flows(0).equals(recording.flows(1))
+    with pytest.raises(RuntimeError, match="one year"):
+        recording.departures(1)
 
 
 def test_training_on_the_reported_year_is_refused(data_root: Path) -> None:
