@@ -84,7 +84,11 @@ def plot_learning_curve(
         axis.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("environment frames")
     figure.suptitle(f"{title} learning curve".strip(), fontsize=13)
-    figure.tight_layout()
+    # Fixed margins in inches rather than tight_layout, as the health grid's below (six panels ~1.1 -> ~0.6 s of CPU,
+    # at the end of every fit and test; tick labels past 1e6 turn scientific, so they fit the left margin).
+    width, height = figure.get_size_inches()
+    figure.subplots_adjust(left=0.95 / width, right=1 - 0.2 / width, top=1 - 0.55 / height, bottom=0.6 / height,
+                           hspace=0.12)  # fmt: skip
     return save_figure(figure, path)
 
 
