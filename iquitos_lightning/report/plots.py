@@ -161,7 +161,9 @@ def plot_daily_profile(flows_by_controller: Mapping[str, pd.DataFrame], path: Pa
     soc_axis.set_xticks(hours)
     soc_axis.grid(alpha=0.3)
     figure.suptitle(f"{title} average day over the year".strip(), fontsize=13)
-    figure.tight_layout()
+    width, height = figure.get_size_inches()  # fixed margins, not tight_layout: as plot_dispatch_week's
+    figure.subplots_adjust(left=0.85 / width, right=1 - 0.2 / width, top=1 - 0.55 / height, bottom=0.6 / height,
+                           hspace=0.08)  # fmt: skip
     return save_figure(figure, path)
 
 
