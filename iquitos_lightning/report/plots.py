@@ -102,20 +102,14 @@ def plot_dispatch_week(
         more_handles, more_labels = legend_axis.get_legend_handles_labels()
         handles, labels = handles + more_handles, labels + more_labels
     period = f"{time_index[0]:%d %b} - {time_index[-1]:%d %b %Y}"
-    # Margins and gaps in inches rather than tight_layout, which measures every tick label of every axis before the
-    # draw: a comparison's week of eleven controllers ~4.8 -> ~2.8 s of CPU, a run report's one ~0.9 -> ~0.5 s.
-    width, height = figure.get_size_inches()
+    # Margins and gaps in inches (set_margins_in_inches): a comparison's week of eleven controllers ~4.8 -> ~2.8 s of
+    # CPU, a run report's one ~0.9 -> ~0.5 s.
+    height = figure.get_figheight()
     figure.suptitle(f"{title} dispatch, {period}".strip(), y=1 - 0.08 / height, va="top", fontsize=13)
     figure.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.4 / height), ncol=6, frameon=False)
     top, bottom, gap = 0.95, 0.45, 0.38  # inches: the title and legend; the dates; a row's title between axes
-    axes_height = height - top - bottom
-    figure.subplots_adjust(
-        left=0.75 / width,
-        right=1 - 0.8 / width,
-        top=1 - top / height,
-        bottom=bottom / height,
-        hspace=gap * 2 * rows / (axes_height - gap * (2 * rows - 1)),
-    )
+    hspace = gap * 2 * rows / (height - top - bottom - gap * (2 * rows - 1))  # a gap of `gap` inches between axes
+    set_margins_in_inches(figure, left=0.75, right=0.8, top=top, bottom=bottom, hspace=hspace)
     return save_figure(figure, path)
 
 
@@ -161,9 +155,7 @@ def plot_daily_profile(flows_by_controller: Mapping[str, pd.DataFrame], path: Pa
     soc_axis.set_xticks(hours)
     soc_axis.grid(alpha=0.3)
     figure.suptitle(f"{title} average day over the year".strip(), fontsize=13)
-    width, height = figure.get_size_inches()  # fixed margins, not tight_layout: as plot_dispatch_week's
-    figure.subplots_adjust(left=0.85 / width, right=1 - 0.2 / width, top=1 - 0.55 / height, bottom=0.6 / height,
-                           hspace=0.08)  # fmt: skip
+    set_margins_in_inches(figure, left=0.85, right=0.2, top=0.55, bottom=0.6, hspace=0.08)
     return save_figure(figure, path)
 
 
@@ -229,6 +221,18 @@ def plot_monthly_energy(
     figure.suptitle(f"{title} monthly energy, {year}".strip(), fontsize=13)
     figure.tight_layout()
     return save_figure(figure, path)
+
+
+def set_margins_in_inches(
+    figure: plt.Figure, *, left: float, right: float, top: float, bottom: float, **spacing: float
+) -> None:
+    """The axes' margins from the figure's edges in inches (``spacing``: ``hspace``/``wspace`` as
+    ``subplots_adjust`` takes them). Why not ``tight_layout``: it measures every tick label of every axis before the
+    draw, ~40 % of drawing a many-axes figure here, for labels whose sizes the plot fixes anyway."""
+    width, height = figure.get_size_inches()
+    figure.subplots_adjust(
+        left=left / width, right=1 - right / width, top=1 - top / height, bottom=bottom / height, **spacing
+    )
 
 
 def save_figure(figure: plt.Figure, path: Path) -> Path:
