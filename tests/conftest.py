@@ -115,6 +115,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 # (~30 s of CPU).
 SELECTING_RUN_ARGUMENTS = [
     "--tracking.wandb=false",
+    "--report.plots=false",  # no test reads its images
     "--model.init_args.rollout.frame_budget=336",
     "--model.init_args.rollout.eval_every_frames=56",
     "--model.init_args.env.backend.train=twin",

@@ -230,6 +230,26 @@ def _resolved(*args: str):
     return resolved.value.args[0]
 
 
+class _ParsersOnly(_ResolveOnly):
+    def instantiate_classes(self) -> None:
+        raise _Resolved(sorted(self._subcommand_parsers))
+
+
+def test_a_command_builds_the_parser_of_its_subcommand_only_and_a_mistyped_one_lists_them_all(capsys):
+    """Each subcommand's parser is built from the Trainer's and the model's signatures: a ``fit`` builds ``fit``'s
+    alone; a command line that names none it knows still gets every one, so its error lists the choices."""
+    saved_argv, sys.argv = sys.argv, sys.argv[:1]
+    try:
+        for subcommand in ("fit", "test"):
+            with pytest.raises(_Resolved) as built:
+                _ParsersOnly(RLAgent, subclass_mode_model=True, args=[subcommand, "--config", SMOKE])
+            assert built.value.args[0] == [subcommand]
+    finally:
+        sys.argv = saved_argv
+    assert run_lightning_cli(["fitt", "--config", SMOKE]) == 2
+    assert "invalid choice: 'fitt' (choose from 'fit', 'validate', 'test', 'predict')" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("flag", ["--run.name", "--trainer.logger.init_args.name"])
 def test_the_cards_profile_renamed_after_a_finished_run_puts_all_its_folders_under_the_new_name(
     flag, tmp_path, monkeypatch, capsys

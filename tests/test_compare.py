@@ -159,6 +159,7 @@ def test_compare_runs_end_to_end_on_the_tiny_site_and_keeps_finished_runs(tmp_pa
         "--override", "ppo:model.init_args.rollout.frames_per_batch=168",
         "--override", "sac:model.init_args.rollout.frames_per_batch=168",
         "--override", "model.init_args.hidden_sizes=[16,16]",
+        "--override", "report.plots=false",  # the runs' own images: the comparison draws its plots from their CSVs
         "--override", "sac:model.init_args.speed.compile=false",  # it compiles: tests/agents/test_speed.py
         # collection in this process: worker processes (5 here, each importing torch and CityLearn) are tested in
         # tests/agents; this test is the orchestration

@@ -84,9 +84,13 @@ def test_smoke_run_leaves_offline_wandb_run_csv_log_and_report(tmp_path):
 def test_test_stage_rewrites_the_report_and_resume_keeps_the_learning_curve(tmp_path):
     checkpoints = tmp_path / "smoke" / "checkpoints"
     half = ["--model.init_args.rollout.frame_budget", "168", "--model.init_args.rollout.eval_every_frames", "168"]
-    assert run_lightning_cli(["fit", *_smoke(tmp_path, *half)]) == 0
+    assert run_lightning_cli(["fit", *_smoke(tmp_path, *half, "--report.plots=false")]) == 0
+    report = tmp_path / "smoke" / "report"
+    assert {"kpis.json", "evaluations.csv", "summary.md"} <= {path.name for path in report.iterdir()}
+    assert not list(report.glob("*.png"))  # the tables without the images
     resumed = ["--model.init_args.rollout.eval_every_frames", "168", "--ckpt_path", str(checkpoints / "last.ckpt")]
     assert run_lightning_cli(["fit", *_smoke(tmp_path, *resumed)]) == 0
+    _assert_png(report / "learning_curve.png")  # images by default
 
     state = torch.load(checkpoints / "last.ckpt", weights_only=False)["callbacks"]
     report_state = next(value for key, value in state.items() if key.startswith("RunReport"))

@@ -28,6 +28,7 @@ from iquitos_lightning.report.plots import (  # noqa: E402
     plot_dispatch_week,
     save_figure,
     set_margins_in_inches,
+    titles_at_the_top,
 )
 from iquitos_lightning.report.tables import kpi_table, to_markdown  # noqa: E402
 
@@ -46,6 +47,7 @@ CURVE_KPIS = (
 )
 
 
+@titles_at_the_top
 def plot_learning_curve(
     train_returns: Sequence[tuple[int, float]],
     evaluations: Sequence[Mapping[str, float]],
@@ -117,6 +119,7 @@ HEALTH_PANELS = (
 )
 
 
+@titles_at_the_top
 def plot_health(
     health: Sequence[Mapping[str, float]], evaluations: Sequence[Mapping[str, float]], path: Path, *, title: str = ""
 ) -> Path:
@@ -183,8 +186,10 @@ def write_run_report(
     site_flows: tuple[pd.DataFrame, int] | None,
     health: Sequence[Mapping[str, float]] = (),
     curves_drawn_in: Path | None = None,
+    plots: bool = True,
 ) -> list[Path]:
-    """Write the report of one ``fit`` or ``test`` into ``folder``; return the files written.
+    """Write the report of one ``fit`` or ``test`` into ``folder``; return the files written (with ``plots`` false,
+    no image: the tables and the summary only).
 
     ``curves_drawn_in``: a report folder whose learning curve and health plots already show these very rows (the
     run's previous write: a ``test`` right after ``fit`` adds none); they are copied from there, or kept when it is
@@ -199,16 +204,17 @@ def write_run_report(
         written.append(folder / "kpis.md")
     row = {"controller": controller, "stage": stage, **counters, **metrics}
     written.append(write_kpi_row(folder / "kpis.json", row))
-    written.append(
-        _drawn_once(
-            folder / "learning_curve.png",
-            curves_drawn_in,
-            lambda path: plot_learning_curve(train_returns, evaluations, path, title=controller),
+    if plots:
+        written.append(
+            _drawn_once(
+                folder / "learning_curve.png",
+                curves_drawn_in,
+                lambda path: plot_learning_curve(train_returns, evaluations, path, title=controller),
+            )
         )
-    )
     if evaluations:
         written.append(write_rows_csv(folder / "evaluations.csv", evaluations))
-    if health:
+    if health and plots:
         written.append(
             _drawn_once(
                 folder / "health.png",
@@ -216,8 +222,9 @@ def write_run_report(
                 lambda path: plot_health(health, evaluations, path, title=controller),
             )
         )
+    if health:
         written.append(write_rows_csv(folder / "health.csv", health))
-    if site_flows is not None:
+    if site_flows is not None and plots:
         flows, year = site_flows
         written.append(
             plot_dispatch_week({controller: flows}, folder / "dispatch_week.png", year=year, title=controller)

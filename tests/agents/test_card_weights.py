@@ -36,7 +36,7 @@ def weights_after_two_rollouts(profile: str, root: Path) -> dict[str, torch.Tens
         "fit", "--config", f"configs/{profile}.yaml", f"--trainer.logger.init_args.save_dir={root}",
         f"--model.init_args.rollout.frame_budget={TWO_ROLLOUTS_OF_UPDATES[profile]}",
         "--model.init_args.rollout.eval_episodes=0", "--tracking.wandb=false",
-        "--final_test.backend=null", "--final_test.policy=final",
+        "--final_test.backend=null", "--final_test.policy=final", "--report.plots=false",
     ]  # fmt: skip
     assert run_lightning_cli(arguments) == 0
     (checkpoint,) = root.rglob("last.ckpt")

@@ -48,6 +48,7 @@ def _config(root: Path, data_root: Path, *, kill_after: int | None = None) -> Pa
             "enable_model_summary": False,
         },
         "checkpoint": {"every_n_frames": CHECKPOINT_FRAMES, "dirpath": str(root / "checkpoints")},
+        "report": {"plots": False},
         "model": {
             "class_path": "iquitos_lightning.agents.PPO",
             "init_args": {

@@ -254,6 +254,7 @@ def test_the_fits_check_runs_its_fits_through_the_cli_and_reports_each_row(tmp_p
     }
     smoke["model"]["init_args"]["rollout"]["frames_per_batch"] = 4096  # 4 rollouts: the first, then 3 timed
     smoke["model"]["init_args"] |= {"updates_per_frame": 0.005, "init_random_frames": 4096}
+    smoke["report"] = {"plots": False}  # the check reads frames/s, not the run's images
     (tmp_path / "tiny_cpu.yaml").write_text(yaml.safe_dump(smoke))
     smoke["trainer"]["precision"] = "16-mixed"
     gpu_profile = tmp_path / "tiny_rtx4060.yaml"

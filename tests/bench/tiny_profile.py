@@ -16,6 +16,7 @@ def tiny_twin_profile(path: Path, agent: str, rollout: dict[str, Any], **init_ar
     config = {
         "seed_everything": 0,
         "trainer": {"accelerator": "cpu", "devices": 1, "enable_model_summary": False},
+        "report": {"plots": False},  # the bench reads frames/s and bills, not the run's images
         "model": {
             "class_path": f"iquitos_lightning.agents.{agent}",
             "init_args": {

@@ -84,6 +84,7 @@ def _compare_arguments(tmp_path: Path, name: str, *launcher: str) -> list[str]:
         "--results", str(tmp_path / name / "results"), "--runs", str(tmp_path / name / "runs"),
         "--override", "model.init_args.rollout.frames_per_batch=56",
         "--override", "model.init_args.hidden_sizes=[8,8]",
+        "--override", "report.plots=false",
         "--override", "sac:model.init_args.speed.compile=false",
         "--override", "model.init_args.rollout.overlap=false",  # no collection worker: the launcher is what is tested
         *launcher,

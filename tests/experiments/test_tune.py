@@ -9,8 +9,8 @@ first evaluation.
 
 Only the first sitting is a process of its own (it is what Ctrl-C stops with status 130); the second sitting and the
 ``fit`` of the tuned YAML run in this process (``main``, ``run_lightning_cli``: the same code a process runs, less
-its ~10 s of imports). The trials are always ``fit`` subprocesses (the launcher starts them); they skip the dispatch
-plots of their report (``report.dispatch_plot=false``), which nothing here reads.
+its ~10 s of imports). The trials are always ``fit`` subprocesses (the launcher starts them); they skip the
+images of their report (``report.plots=false``), which nothing here reads.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ TINY_TRIAL = [
     "model.init_args.env.backend.num_envs=2", "model.init_args.env.training.episode_hours=168",
     "model.init_args.rollout.frames_per_batch=56", "model.init_args.actor_delay_frames=1000000",
     "model.init_args.updates_per_frame=0.05", "model.init_args.hidden_sizes=[8,8]", "model.init_args.batch_size=16",
-    "report.dispatch_plot=false",
+    "report.plots=false",
 ]  # fmt: skip
 
 
@@ -120,7 +120,7 @@ def test_tune_prunes_resumes_an_interrupted_study_and_writes_a_best_config_fit_c
     tuned = tmp_path / "tuned" / "space.yaml"
     assert "zero_mean_start: true" in tuned.read_text()
     code = run_lightning_cli(["fit", "--config", str(tuned), f"--trainer.logger.init_args.save_dir={tmp_path / 'fit'}",
-                              f"--checkpoint.dirpath={tmp_path / 'fit' / 'ckpt'}"])  # fmt: skip
+                              f"--checkpoint.dirpath={tmp_path / 'fit' / 'ckpt'}", "--report.plots=false"])  # fmt: skip
     assert code == 0, capsys.readouterr().err[-3000:]
     kpis = json.loads((tmp_path / "fit" / "tuned-space-tiny" / "report" / "kpis.json").read_text())
     assert kpis["frames_done"] == 168 and kpis["tariff_cost"] == pytest.approx(study.best_value, rel=1e-6)

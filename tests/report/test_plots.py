@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib import image
@@ -55,6 +56,7 @@ def test_typical_week_is_the_one_with_median_pv() -> None:
 
 
 def test_plots_write_readable_pngs(tmp_path: Path) -> None:
+    title_position = matplotlib.rcParams["axes.titley"]
     flows = {"uncontrolled": _flows(60), "optimum": _flows(60)}
     week = plot_dispatch_week(flows, tmp_path / "week.png", year=2025, title="test")
     monthly = plot_monthly_energy(flows, tmp_path / "monthly.png", year=2025, title="test")
@@ -64,6 +66,7 @@ def test_plots_write_readable_pngs(tmp_path: Path) -> None:
         pixels = image.imread(path)
         assert pixels.shape[0] > 600 and pixels.shape[1] > 1000
         assert pixels[..., :3].std() > 0.05  # not a blank canvas
+    assert matplotlib.rcParams["axes.titley"] == title_position  # the plots' title setting stays theirs
 
 
 def test_the_average_day_is_each_hours_mean_over_the_days() -> None:
