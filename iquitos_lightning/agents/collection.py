@@ -25,8 +25,9 @@ resume exact: the env's episode counter and the RNG live where the checkpoint ca
 its whole state and what the collector carries to its next rollout, so it resumes mid-episode: agents/resume.py,
 fastpath/collector_carrier.py). Worker
 processes keep their own, so a resumed run with workers or overlap restarts the workers' episode
-streams (docs/robustness.md "Resuming a run"). Workers are started with TorchRL's default ``spawn``: they rebuild
-their env from a picklable maker (:func:`~iquitos_lightning.envs.factory.worker_env_makers`).
+streams (docs/robustness.md "Resuming a run"). Workers are forked from a fork server that has imported what they
+need (agents/worker_start.py), and rebuild their env from a picklable maker
+(:func:`~iquitos_lightning.envs.factory.worker_env_makers`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from torchrl.envs import EnvBase
 
 from iquitos_lightning.agents.config import RolloutConfig
 from iquitos_lightning.agents.site_envs import agent_worker_env_makers
+from iquitos_lightning.agents.worker_start import use_a_fork_server
 from iquitos_lightning.envs.env_config import EnvConfig
 from iquitos_lightning.envs.factory import WORKER_IGNORED_SIGNALS
 from iquitos_lightning.fastpath.collector_weights import (
@@ -185,7 +187,8 @@ def make_collector(
     common["policy_device"] = "cpu"
     # With overlap each worker yields whole rollouts of its own: with several workers, a rollout is one worker's.
     collector_class = WorkerAsyncCollector if overlap else WorkerSyncCollector
-    with stop_signals_blocked():
+    use_a_fork_server()
+    with stop_signals_blocked():  # the fork server, if this starts it, and each worker start with them blocked
         collector = collector_class(makers, worker_policy, update_at_each_batch=True, **common)
     collector.learner = policy
     at_exit = partial(shutdown_workers, collector)
@@ -219,8 +222,9 @@ def shutdown_workers(collector: BaseCollector) -> None:
 def stop_signals_blocked() -> Iterator[None]:
     """SIGINT and SIGTERM held back in this thread while the workers start, delivered when it ends.
 
-    Why: a spawned worker inherits the signal mask, so a stop signal sent to the group while it is still
-    importing stays pending in it and is discarded when the worker ignores it
+    Why: a worker inherits the signal mask (from the fork server, itself started with the first worker inside
+    this block: agents/worker_start.py), so a stop signal sent to the group while it is still starting stays
+    pending in it and is discarded when the worker ignores it
     (:func:`~iquitos_lightning.envs.factory.worker_env_makers`); unblocked, it would kill the worker. The
     training process gets its own copy of the signal as soon as the workers are started.
     """

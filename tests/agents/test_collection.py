@@ -5,10 +5,13 @@ Real TorchRL worker collectors on Pendulum (spawned processes, a few seconds eac
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import pickle
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import lightning.pytorch as pl
 import pytest
@@ -55,16 +58,38 @@ def _actions_per_rollout(overlap: bool, num_workers: int) -> list[float]:
     return actions
 
 
+def _status(pid: int) -> dict[str, str]:
+    """``/proc/<pid>/status`` as a dict (Linux)."""
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return dict(line.split(":\t", 1) for line in lines if ":\t" in line)
+
+
+def _parent_pid(pid: int) -> int:
+    return int(_status(pid)["PPid"])
+
+
+def _blocked_signals(pid: int) -> set[int]:
+    mask = int(_status(pid)["SigBlk"], 16)
+    return {number for number in range(1, 65) if mask & (1 << (number - 1))}
+
+
 def test_synchronous_workers_collect_with_the_latest_weights_pushed_through_shared_memory() -> None:
     """Each rollout carries the weights the learner had when it started (0.1, 0.2, ...). The push before a rollout
     writes the workers' shared parameters in place (no queue round trip): only true while TorchRL keeps the workers'
-    policy copy in shared memory, which the push after the first rollout checks. One collector for both checks:
-    its two spawned workers each import torch."""
+    policy copy in shared memory, which the push after the first rollout checks. The same collector shows where its
+    workers come from: forked by a fork server (agents/worker_start.py) that was started, with the first worker,
+    with the stop signals blocked, so a Ctrl-C or SIGTERM to the group cannot end a worker before it ignores them."""
     config = EnvConfig(name="Pendulum-v1", max_episode_steps=20, backend=Backend(num_workers=2))
     policy = _constant_policy(0.1)
     collector = make_collector(config, make_env(config), policy, frames_per_batch=20, overlap=False)
     actions = []
     try:
+        assert multiprocessing.get_start_method() == "forkserver"
+        servers = {_parent_pid(worker.pid) for worker in collector.procs}
+        assert len(servers) == 1 and servers != {os.getpid()}, "the workers are not forked by one fork server"
+        (server,) = servers
+        assert "forkserver" in Path(f"/proc/{server}/cmdline").read_text()
+        assert {signal.SIGINT, signal.SIGTERM} <= _blocked_signals(server)
         shared = collector.shared_worker_weights()
         assert shared is not None, "the workers' policy copy is not in shared memory"
         for index, rollout in enumerate(collector):
