@@ -16,7 +16,8 @@ ignores them, then unblocks (envs/factory.py). The server keeps them blocked: a 
 group does not end it, and it exits when the process that started it does.
 
 Process-wide, as TorchRL's own choice is: TorchRL reads the global start method. Replaced only where it is TorchRL's
-``spawn`` or unset; a program that chose ``fork`` keeps it.
+``spawn`` or unset; a program that chose ``fork`` keeps it (one that chose ``spawn`` itself cannot be told from
+TorchRL's, and gets the fork server: what pickles for one pickles for the other).
 """
 
 from __future__ import annotations
