@@ -1,9 +1,10 @@
 """``compare`` through a real Ray cluster (``ray start --head`` on the loopback address) gives the same table as
 the local launcher for the same seeds.
 
-The cluster is this test's own: started on 127.0.0.1 with 2 CPUs in a new session, and stopped at the end even on
-failure (SIGTERM to ``ray start --block``, which takes its processes down; SIGKILL to its process group if that
-has not happened within 30 s). ``ray stop`` is never used: it kills every Ray process of the user on the machine.
+The cluster is this test's own: started on 127.0.0.1 with 1 CPU (the one run's) in a new session, and stopped at
+the end even on failure (SIGTERM to ``ray start --block``, which takes its processes down; SIGKILL to its process
+group if that has not happened within 30 s). ``ray stop`` is never used: it kills every Ray process of the user on
+the machine.
 """
 
 from __future__ import annotations
@@ -43,13 +44,13 @@ def _free_loopback_port() -> int:
 
 @pytest.fixture
 def ray_head() -> Iterator[tuple[str, Path]]:
-    """``HOST:PORT`` and the session folder of a one-node Ray cluster on 127.0.0.1 with 2 CPUs, stopped after the
-    test."""
+    """``HOST:PORT`` and the session folder of a one-node Ray cluster on 127.0.0.1 with 1 CPU, stopped after the
+    test. One CPU: the compare below runs one run of one CPU, and Ray sizes its pool of worker processes by CPUs."""
     port = _free_loopback_port()
     temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths must fit 107 characters
     log_path = Path(temp_dir) / "ray-start.log"
     command = [
-        str(Path(sys.executable).with_name("ray")), "start", "--head", f"--port={port}", "--num-cpus=2",
+        str(Path(sys.executable).with_name("ray")), "start", "--head", f"--port={port}", "--num-cpus=1",
         "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp_dir}", "--block",
     ]  # fmt: skip
     environment = {**os.environ, **LOOPBACK_ONLY}

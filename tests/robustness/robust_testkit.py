@@ -18,9 +18,18 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def pendulum_sac_args(
-    root: Path, *, frame_budget: int, every_n_frames: int = 100, hidden: int = 32, updates_per_frame: float = 1.0
+    root: Path,
+    *,
+    frame_budget: int,
+    every_n_frames: int = 100,
+    hidden: int = 32,
+    updates_per_frame: float = 1.0,
+    wandb: bool = False,
 ) -> list[str]:
-    """``fit`` arguments of a SAC run on Pendulum (50-step episodes, rollouts of 50 frames) writing under ``root``."""
+    """``fit`` arguments of a SAC run on Pendulum (50-step episodes, rollouts of 50 frames) writing under ``root``.
+
+    ``wandb``: the W&B run a user gets by default (offline in a child: :func:`child_env`), ~5 s of CPU per process
+    for W&B's own service; off unless the test is about a run as the user starts it."""
     return [
         "fit",
         "--model=SAC",
@@ -43,6 +52,7 @@ def pendulum_sac_args(
         "--trainer.enable_progress_bar=false",
         "--trainer.enable_model_summary=false",
         "--report.plots=false",  # the runs' images are not what these tests check
+        f"--tracking.wandb={str(wandb).lower()}",
     ]
 
 

@@ -42,13 +42,16 @@ def _wait_for(condition, child: subprocess.Popen, poll_s: float) -> None:  # noq
         time.sleep(poll_s)
 
 
-def _interrupted_run(tmp_path: Path, updates_per_frame: float, ctrl_c_count: int) -> tuple[str, dict]:
+def _interrupted_run(
+    tmp_path: Path, updates_per_frame: float, ctrl_c_count: int, wandb: bool = False
+) -> tuple[str, dict]:
     """A Pendulum SAC ``fit`` sent ``ctrl_c_count`` SIGINTs 0.5 s apart once its first checkpoint exists; asserts
     exit 130, the one line and no traceback; returns stderr and the saved ``rl_state``."""
     checkpoints = tmp_path / "checkpoints"
-    child = _start(
-        pendulum_sac_args(tmp_path, frame_budget=1_000_000, every_n_frames=50, updates_per_frame=updates_per_frame)
+    arguments = pendulum_sac_args(
+        tmp_path, frame_budget=1_000_000, every_n_frames=50, updates_per_frame=updates_per_frame, wandb=wandb
     )
+    child = _start(arguments)
     _wait_for(lambda: (checkpoints / "last.ckpt").exists(), child, poll_s=0.05)
     for count in range(ctrl_c_count):
         time.sleep(0.5 * (count > 0))
@@ -61,8 +64,10 @@ def _interrupted_run(tmp_path: Path, updates_per_frame: float, ctrl_c_count: int
 
 
 def test_ctrl_c_stops_after_the_rollout_saves_a_consistent_checkpoint_and_exits_130(tmp_path: Path) -> None:
-    stderr, state = _interrupted_run(tmp_path, updates_per_frame=0.2, ctrl_c_count=1)
+    """The run as a user starts it, with its offline W&B run (the other interrupts here run without W&B)."""
+    stderr, state = _interrupted_run(tmp_path, updates_per_frame=0.2, ctrl_c_count=1, wandb=True)
     assert "interrupted: checkpoint saved to" in stderr
+    assert list((tmp_path / "run" / "wandb").iterdir())  # W&B's offline run was there when Ctrl-C came
     # Saved at a rollout boundary with every update of that rollout made: 0.2 updates per frame from the
     # first rollout on, so the counters agree exactly (an interrupt mid-update would break this).
     assert state["frames_done"] % 50 == 0 and state["frames_done"] >= 50

@@ -85,9 +85,12 @@ def test_tiny_site_calibration_is_sane(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_default_site_meets_the_site_md_targets(tmp_path: Path) -> None:
+def test_default_site_meets_the_site_md_targets() -> None:
+    """Built where a run builds it (``data/iquitos-2026``, as the card profiles' fits in tests/agents do): whichever
+    comes first on a fresh clone builds it (~8 s of CPU), the other reads it back. The building itself is tested on
+    the tiny site above."""
     config = load_site_config(DEFAULT)
-    figures = build_site(config, tmp_path / "default", progress=False).calibration
+    figures = build_site(config, SITES.parents[1] / "data" / config.name, progress=False).calibration
     assert 1300 <= figures["pv_specific_yield_kwh_kwp"] <= 1400
     assert figures["pv_performance_ratio"] == pytest.approx(0.80, abs=0.03)
     assert figures["mall_kwh"] == pytest.approx(12_368_653, rel=0.01)
