@@ -20,12 +20,14 @@ SMOKE = str(REPO / "configs" / "smoke.yaml")
 
 
 def _into(tmp_path: Path) -> list[str]:
-    """Overrides that keep a run's logs and checkpoints in ``tmp_path``."""
+    """Overrides that keep a run's logs and checkpoints in ``tmp_path``; its report without images (no test here
+    reads them: tests/test_tracking_and_report.py does)."""
     return [
         "--trainer.logger.init_args.save_dir",
         str(tmp_path),
         "--checkpoint.dirpath",
         str(tmp_path / "smoke" / "checkpoints"),
+        "--report.plots=false",
     ]
 
 
@@ -176,10 +178,10 @@ def test_top_level_help_lists_every_command_and_says_no_arguments_runs_the_main_
 
 def _short_fit(save_dir: Path, *extra: str) -> int:
     """A 56-frame fit of the tiny site logging under ``save_dir``, its checkpoint folder left to the run's name (as
-    the profiles leave it); no evaluation, no W&B."""
+    the profiles leave it); no evaluation, no W&B, no images."""
     return run_lightning_cli(["fit", "--config", SMOKE, f"--trainer.logger.init_args.save_dir={save_dir}",
                               "--model.init_args.rollout.frame_budget=56", "--model.init_args.rollout.eval_episodes=0",
-                              "--tracking.wandb=false", *extra])  # fmt: skip
+                              "--tracking.wandb=false", "--report.plots=false", *extra])  # fmt: skip
 
 
 def _files(folder: Path) -> dict[str, int]:

@@ -56,10 +56,10 @@ def test_resuming_from_a_folder_without_checkpoints_is_an_error_naming_it(tmp_pa
 
 
 def _short_fit(root: Path, *extra: str) -> int:
-    """A 56-frame fit of the tiny site writing under ``root`` (``root/smoke``), no evaluation, no W&B."""
+    """A 56-frame fit of the tiny site writing under ``root`` (``root/smoke``), no evaluation, no W&B, no images."""
     return run_lightning_cli(["fit", "--config", "configs/smoke.yaml", f"--trainer.logger.init_args.save_dir={root}",
                               "--model.init_args.rollout.frame_budget=56", "--model.init_args.rollout.eval_episodes=0",
-                              "--tracking.wandb=false", *extra])  # fmt: skip
+                              "--tracking.wandb=false", "--report.plots=false", *extra])  # fmt: skip
 
 
 def test_a_fresh_fit_on_a_run_with_checkpoints_is_refused_and_run_new_moves_the_earlier_run_aside(

@@ -97,6 +97,8 @@ def test_an_auto_profile_fit_runs_on_the_cpu(tmp_path, capsys):
             str(tmp_path / "checkpoints"),
             "--trainer.enable_progress_bar",
             "false",
+            "--report.plots",
+            "false",  # the run's images: tests/test_tracking_and_report.py
         ]
     )
     assert code == 0
