@@ -140,7 +140,7 @@ def test_without_a_selection_year_nothing_is_selected_training_is_the_same_and_b
     tmp_path, capsys, selecting_run: Path
 ):
     budget, at_the_end = EVERY_56[0], "--model.init_args.rollout.eval_every_frames=336"
-    assert _fit(tmp_path, budget, at_the_end) == 0  # one evaluation, of the evaluation year only
+    assert _fit(tmp_path, budget, at_the_end, "--report.plots=false") == 0  # one evaluation, of the evaluation year
     run = tmp_path / "smoke"
     assert not (run / "checkpoints" / "best.ckpt").exists()
     assert [set(row) & {"selection_score"} for row in _evaluations(run)] == [set()]
