@@ -19,6 +19,7 @@ from iquitos_lightning.site.validate import SiteDataError
 SITES = Path(__file__).resolve().parents[2] / "configs" / "site"
 TINY = SITES / "tiny.yaml"
 DEFAULT = SITES / "iquitos-2026.yaml"
+RUNS_DATA = SITES.parents[1] / "data"  # where a run builds its site years (the profiles' data_root)
 
 
 def _all_files(folder: Path) -> list[Path]:
@@ -90,7 +91,7 @@ def test_default_site_meets_the_site_md_targets() -> None:
     comes first on a fresh clone builds it (~8 s of CPU), the other reads it back. The building itself is tested on
     the tiny site above."""
     config = load_site_config(DEFAULT)
-    figures = build_site(config, SITES.parents[1] / "data" / config.name, progress=False).calibration
+    figures = build_site(config, RUNS_DATA / config.name, progress=False).calibration
     assert 1300 <= figures["pv_specific_yield_kwh_kwp"] <= 1400
     assert figures["pv_performance_ratio"] == pytest.approx(0.80, abs=0.03)
     assert figures["mall_kwh"] == pytest.approx(12_368_653, rel=0.01)
