@@ -62,7 +62,7 @@ from iquitos_lightning.envs.state import SiteState
 from iquitos_lightning.fastpath.citylearn_feedback import skip_action_feedback
 from iquitos_lightning.fastpath.citylearn_step import citylearn_transition
 from iquitos_lightning.metrics.flows import DEPARTURE_COLUMNS, FLOW_COLUMNS
-from iquitos_lightning.site.build import charger_id, ev_name
+from iquitos_lightning.site.charger_files import charger_id, ev_name
 from iquitos_lightning.site.config import SiteConfig
 from iquitos_lightning.site.forecasts import PAST_DAYS, check_forecasts
 from iquitos_lightning.site.series import SiteSeries

@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from iquitos_lightning.site.build import BUILDING_NAME, charger_id, ev_name
+from iquitos_lightning.site.build import BUILDING_NAME
+from iquitos_lightning.site.charger_files import charger_id, ev_name
 
 ZERO_DIVISION_PLACEHOLDER = 1e-6  # citylearn.data.ZERO_DIVISION_PLACEHOLDER
 SECONDS_PER_HOUR = 3600.0

@@ -48,6 +48,7 @@ from rich.table import Table
 
 from iquitos_lightning.console import command_console
 from iquitos_lightning.site import demand, pv
+from iquitos_lightning.site.charger_files import charger_csv_texts, charger_id, ev_name
 from iquitos_lightning.site.config import (
     BatteryConfig,
     CalendarConfig,
@@ -60,7 +61,7 @@ from iquitos_lightning.site.config import (
     SiteConfig,
     WeatherConfig,
 )
-from iquitos_lightning.site.series import SESSION_COLUMNS, SiteSeries, plugged_steps
+from iquitos_lightning.site.series import SESSION_COLUMNS, SiteSeries
 from iquitos_lightning.site.validate import SiteDataError, check_files, check_series
 
 HASH_FILE = "build_hash.txt"
@@ -73,10 +74,6 @@ CALIBRATION_FILE = "calibration.json"
 SCHEMA_FILE = "schema.json"
 BUILDING_NAME = "mall"
 CHARGER_DIR = "chargers"
-# CityLearn charger states: 1 = plugged in; 3 = EV away. The column must hold no blank: CityLearn
-# parses states with ``str(s).isdigit()``, so a column pandas reads as float ("1.0") is all NaN.
-PLUGGED_STATE = 1
-AWAY_STATE = 3
 SERIES_COLUMNS = (
     "pv_kw",
     "mall_kw",
@@ -161,16 +158,6 @@ def _stamp(file: Path, name: str) -> tuple[str, int, int]:
     except OSError:
         return (name, -1, -1)  # missing: check_files names it
     return (name, status.st_size, status.st_mtime_ns)
-
-
-def charger_id(socket: int) -> str:
-    """CityLearn id of a socket's charger (zero-padded so ids sort in socket order)."""
-    return f"socket_{socket:03d}"
-
-
-def ev_name(socket: int) -> str:
-    """CityLearn id of the EV that every session of a socket uses."""
-    return f"ev_{socket:03d}"
 
 
 def build_site(
@@ -447,49 +434,9 @@ def _write_dataset(path: Path, series: SiteSeries, times: pd.DatetimeIndex, pv_r
     ).pipe(_pad).to_csv(path / "pricing.csv", index=False)
 
     (path / CHARGER_DIR).mkdir()
-    for socket, frame in enumerate(_charger_tables(series)):
-        frame.to_csv(path / CHARGER_DIR / f"{charger_id(socket)}.csv", index=False)
+    for socket, text in enumerate(charger_csv_texts(series)):
+        (path / CHARGER_DIR / f"{charger_id(socket)}.csv").write_text(text)
     (path / SCHEMA_FILE).write_text(json.dumps(_schema(series), indent=2) + "\n")
-
-
-def _charger_tables(series: SiteSeries) -> list[pd.DataFrame]:
-    """One CityLearn charger table per socket: state 1 while a session is plugged in, blanks elsewhere."""
-    hours = series.hours + 1  # one blank row past the end: see _pad
-    tables = []
-    sessions = series.sessions
-    for socket in range(series.config.ev.socket_count):
-        state = np.full(hours, AWAY_STATE, dtype=np.int64)
-        departure = np.full(hours, np.nan)
-        required = np.full(hours, np.nan)
-        current = np.full(hours, np.nan)
-        session_id = np.full(hours, "", dtype=object)
-        ev_id = np.full(hours, "", dtype=object)
-        own = sessions[sessions["socket"] == socket]
-        arrival = own["arrival_step"].to_numpy(dtype=np.int64)
-        leave = own["departure_step"].to_numpy(dtype=np.int64)
-        session_of_step, steps = plugged_steps(arrival, leave, series.hours)  # a socket's sessions never overlap
-        state[steps] = PLUGGED_STATE
-        departure[steps] = leave[session_of_step] - steps
-        required[steps] = own["required_soc"].to_numpy()[session_of_step]
-        current[arrival] = own["arrival_soc"].to_numpy()
-        names = np.array([f"{ev_name(socket)}_{index}" for index in own.index.to_numpy(dtype=np.int64)], dtype=object)
-        session_id[steps] = names[session_of_step]
-        ev_id[steps] = ev_name(socket)
-        tables.append(
-            pd.DataFrame(
-                {
-                    "electric_vehicle_charger_state": state,
-                    "electric_vehicle_id": ev_id,
-                    "electric_vehicle_departure_time": pd.array(departure, dtype="Int64"),
-                    "electric_vehicle_required_soc_departure": required,
-                    "electric_vehicle_estimated_arrival_time": pd.array(np.full(hours, np.nan), dtype="Int64"),
-                    "electric_vehicle_estimated_soc_arrival": current,
-                    "electric_vehicle_session_id": session_id,
-                    "electric_vehicle_current_soc": current,
-                }
-            )
-        )
-    return tables
 
 
 def _schema(series: SiteSeries) -> dict[str, Any]:
