@@ -62,6 +62,7 @@ def main() -> int:
         if args.fresh_clone:
             tree = Path(scratch) / "clone"
             subprocess.run(["git", "clone", "--quiet", str(REPO), str(tree)], check=True)
+            (tree / ".venv").symlink_to(REPO / ".venv")  # a clone after scripts/install.sh (its scripts use .venv)
         environment = {
             **os.environ,
             "PYTHONPATH": str(tree),  # the tree's package, with this checkout's .venv
