@@ -65,7 +65,8 @@ def main() -> int:
             (tree / ".venv").symlink_to(REPO / ".venv")  # a clone after scripts/install.sh (its scripts use .venv)
         environment = {
             **os.environ,
-            "PYTHONPATH": str(tree),  # the tree's package, with this checkout's .venv
+            # the tree's package, with this checkout's .venv (and any plugin path the caller set after it)
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")])),
             "WANDB_MODE": "offline",  # as .ci/run
             "TORCHINDUCTOR_CACHE_DIR": str(Path(scratch) / "inductor"),  # cold, as on CI
         }

@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "iquitos_lightning"
 
 # Bottom first. A module belongs to the first entry that is its name or a parent package of it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "atomic_files", "console"),
+    ("errors", "atomic_files", "console", "process_exit"),
     ("fastpath",),
     ("site",),
     ("metrics",),
