@@ -25,6 +25,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "iquitos_lightning"
 PRIVATE = re.compile(r"^_[a-z][A-Za-z0-9_]*$")  # not dunders
+# Documented public API whose name starts with an underscore (the standard library's own reference lists it).
+PUBLIC_DESPITE_UNDERSCORE = {"os._exit"}
 
 
 def modules_outside_fastpath() -> Iterator[Path]:
@@ -66,7 +68,10 @@ def foreign_private_attributes(tree: ast.AST) -> list[tuple[int, str]]:
     return [
         (node.lineno, ast.unparse(node))
         for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute) and PRIVATE.match(node.attr) and node.attr not in OWN_PRIVATE_NAMES
+        if isinstance(node, ast.Attribute)
+        and PRIVATE.match(node.attr)
+        and node.attr not in OWN_PRIVATE_NAMES
+        and ast.unparse(node) not in PUBLIC_DESPITE_UNDERSCORE
     ]
 
 
