@@ -12,8 +12,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 TINY = str(REPO / "configs" / "site" / "tiny.yaml")
 # A global whose finaliser says whether the interpreter was torn down, and 1 MB of stdout still in its buffer when
-# the command starts: both before the command line is run, as main() or as main([...]).
+# the command starts: both before the command line is run, as main() or as main([...]); then an atexit handler
+# registered after the command, as the libraries a command imports register theirs.
 CHILD = """
+import atexit
 import sys
 from iquitos_lightning.__main__ import main
 
@@ -24,7 +26,9 @@ class Teardown:
 marker = Teardown()
 sys.stdout.write("x" * 1_000_000 + "\\n")
 way = sys.argv.pop(1)
-sys.exit(main() if way == "program" else main(sys.argv[1:]))
+code = main() if way == "program" else main(sys.argv[1:])
+atexit.register(print, "a later handler ran", file=sys.stderr, flush=True)  # as logging's, W&B's, Ray's
+sys.exit(code)
 """
 
 
@@ -39,6 +43,7 @@ def test_the_program_skips_the_teardown_and_keeps_its_output_and_status(tmp_path
     built = _run("program", "build-site", "--site", TINY, "--out", str(tmp_path / "tiny"))
     assert built.returncode == 0, built.stderr[-2000:]
     assert "torn down" not in built.stderr  # ended without Python's teardown
+    assert "a later handler ran" in built.stderr  # after every atexit handler registered after it
     assert built.stdout.startswith("x" * 1_000_000 + "\n") and "Site tiny: calibration" in built.stdout  # all flushed
 
     called = _run("function", "build-site", "--site", TINY, "--out", str(tmp_path / "tiny"))
