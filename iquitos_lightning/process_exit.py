@@ -2,12 +2,12 @@
 
 Why: once every ``atexit`` handler has run, CPython still tears the interpreter down: it clears every module's
 globals and frees every object torch, Lightning, TorchRL, pandas and SciPy made. Measured on the 2-core machine
-(``benchmarks/process_exit.py``), that is ~3 s of CPU after a smoke ``fit`` has returned, a fifth of the process,
-paid by every command and every run ``compare``, ``tune`` and ``bench`` start. Nothing of the program's needs it:
-files are closed by the code that wrote them (checkpoints and reports through :mod:`iquitos_lightning.atomic_files`,
-W&B by ``wandb.finish``), and the handlers that flush or join (``logging``, ``multiprocessing``, the collection
-workers' shutdown, Ray's) were registered later than :func:`skip_teardown` and so run before it. mypy ends its
-process the same way (``mypy.util.hard_exit``).
+(``benchmarks/process_exit.py``), that is ~3 s of CPU after a smoke ``fit`` has returned, a sixth of the process,
+paid by every command and every ``fit`` that ``compare``, ``tune``, ``bench`` and ``gpu-check`` start. Nothing of
+the program's needs it: files are closed by the code that wrote them (checkpoints and reports through
+:mod:`iquitos_lightning.atomic_files`, W&B by ``wandb.finish``), and the handlers that flush or join (``logging``,
+``multiprocessing``, the collection workers' shutdown, Ray's) were registered later than :func:`skip_teardown` and
+so run before it. mypy ends its process the same way (``mypy.util.hard_exit``).
 
 Only the process's own command line does this (``main()`` without arguments); ``main([...])`` called in another
 program, a test among them, returns normally. A command that raised (a traceback, an interrupt Python itself
