@@ -2,7 +2,7 @@
 teardown (iquitos_lightning/process_exit.py), side by side in one run.
 
     python benchmarks/process_exit.py            # a smoke fit on the tiny site, 3 rounds
-    python benchmarks/process_exit.py --rounds 5 -- build-site --site configs/site/tiny.yaml --out /tmp/tiny
+    python benchmarks/process_exit.py --rounds 5 -- fit --help   # any command that does the same work each time
 
 Each round runs the same command twice, alternating: as the program (``python -m iquitos_lightning ...``: the fast
 exit) and as ``main([...])`` called from ``python -c`` (the normal exit, teardown included). Both import the same
@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from suite_time import children_cpu_s  # benchmarks/ is this script's folder on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 AS_FUNCTION = "import sys; from iquitos_lightning.__main__ import main; sys.exit(main(sys.argv[1:]))"
@@ -37,13 +38,12 @@ def smoke_fit(folder: Path) -> list[str]:
 
 def cpu_of(command: list[str]) -> float:
     """CPU seconds (user + system) of ``command`` run to its end; it must succeed."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before = children_cpu_s()
     environment = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=environment)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command[:4])}... failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return children_cpu_s() - before
 
 
 def main() -> int:

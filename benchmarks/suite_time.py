@@ -29,7 +29,8 @@ REPO = Path(__file__).resolve().parents[1]
 CALIBRATION = "import iquitos_lightning.cli"
 
 
-def _children_cpu_s() -> float:
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of every child this process has waited for so far."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
@@ -38,18 +39,18 @@ def start_up_cpu_s(tree: Path, environment: dict[str, str], repeats: int = 3) ->
     """The median CPU seconds of a fresh interpreter importing the package's command line from ``tree``."""
     samples = []
     for _ in range(repeats):
-        before = _children_cpu_s()
+        before = children_cpu_s()
         subprocess.run([sys.executable, "-c", CALIBRATION], cwd=tree, env=environment, check=True)
-        samples.append(_children_cpu_s() - before)
+        samples.append(children_cpu_s() - before)
     return statistics.median(samples)
 
 
 def run_suite(tree: Path, environment: dict[str, str], pytest_args: list[str]) -> tuple[float, float, int]:
     """Wall seconds, CPU seconds (every process the suite started and waited for) and pytest's exit status."""
-    before, start = _children_cpu_s(), time.monotonic()
+    before, start = children_cpu_s(), time.monotonic()
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args],
                           cwd=tree, env=environment)  # fmt: skip
-    return time.monotonic() - start, _children_cpu_s() - before, done.returncode
+    return time.monotonic() - start, children_cpu_s() - before, done.returncode
 
 
 def main() -> int:
