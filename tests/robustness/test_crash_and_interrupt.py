@@ -43,7 +43,7 @@ def _wait_for(condition, child: subprocess.Popen, poll_s: float) -> None:  # noq
 
 
 def _interrupted_run(
-    tmp_path: Path, updates_per_frame: float, ctrl_c_count: int, wandb: bool = False
+    tmp_path: Path, updates_per_frame: float, ctrl_c_count: int, wandb: bool = False, *extra: str
 ) -> tuple[str, dict]:
     """A Pendulum SAC ``fit`` sent ``ctrl_c_count`` SIGINTs 0.5 s apart once its first checkpoint exists; asserts
     exit 130, the one line and no traceback; returns stderr and the saved ``rl_state``."""
@@ -51,6 +51,7 @@ def _interrupted_run(
     arguments = pendulum_sac_args(
         tmp_path, frame_budget=1_000_000, every_n_frames=50, updates_per_frame=updates_per_frame, wandb=wandb
     )
+    arguments += list(extra)
     child = _start(arguments)
     _wait_for(lambda: (checkpoints / "last.ckpt").exists(), child, poll_s=0.05)
     for count in range(ctrl_c_count):
@@ -77,12 +78,15 @@ def test_ctrl_c_stops_after_the_rollout_saves_a_consistent_checkpoint_and_exits_
 
 def test_a_second_ctrl_c_stops_inside_the_updates_still_saving_and_exits_130(tmp_path: Path) -> None:
     """The first Ctrl-C waits for the rollout's updates; a second one stops at once (mid-updates), still saving."""
-    # 40 updates per frame: each 50-frame rollout is 2,000 updates (~2.5 s here, over 1 s on any machine this runs
-    # on), so the second Ctrl-C, 0.5 s after the first, lands inside them.
-    _, state = _interrupted_run(tmp_path, updates_per_frame=40.0, ctrl_c_count=2)
-    # Stopped inside a rollout's updates: fewer than 40 per frame (a first Ctrl-C alone makes them all).
+    # 40 updates per frame: each 50-frame rollout is 2,000 updates (~2.5-9 s on the 2-core machine, over 1 s on any
+    # machine this runs on), so the second Ctrl-C, 0.5 s after the first, lands inside them. The first rollout is
+    # random and makes none (random frames until 100), so the checkpoint the Ctrl-Cs wait for is written at once
+    # rather than after 2,000 updates nothing reads (~9 s of CPU here).
+    _, state = _interrupted_run(tmp_path, 40.0, 2, False, "--model.init_random_frames=100")
+    # Stopped inside a rollout's updates: fewer than 40 per frame past the first rollout's 50 (a first Ctrl-C alone
+    # makes them all).
     assert state["frames_done"] >= 100
-    assert state["updates_done"] < 40 * state["frames_done"]
+    assert state["updates_done"] < 40 * (state["frames_done"] - 50)
 
 
 def test_kill_9_in_the_middle_of_a_checkpoint_write_keeps_last_loadable_and_fit_resumes(tmp_path: Path) -> None:
