@@ -78,10 +78,10 @@ def test_ctrl_c_stops_after_the_rollout_saves_a_consistent_checkpoint_and_exits_
 
 def test_a_second_ctrl_c_stops_inside_the_updates_still_saving_and_exits_130(tmp_path: Path) -> None:
     """The first Ctrl-C waits for the rollout's updates; a second one stops at once (mid-updates), still saving."""
-    # 40 updates per frame: each 50-frame rollout is 2,000 updates (~2.5-9 s on the 2-core machine, over 1 s on any
-    # machine this runs on), so the second Ctrl-C, 0.5 s after the first, lands inside them. The first rollout is
-    # random and makes none (random frames until 100), so the checkpoint the Ctrl-Cs wait for is written at once
-    # rather than after 2,000 updates nothing reads (~9 s of CPU here).
+    # 40 updates per frame: each 50-frame rollout is 2,000 updates (~18 s of CPU on the 2-core machine on 2026-11-29,
+    # over 1 s on any machine this runs on), so the second Ctrl-C, 0.5 s after the first, lands inside them. The
+    # first rollout is random and makes none (random frames until 100), so the checkpoint the Ctrl-Cs wait for is
+    # written at once rather than after 2,000 updates nothing reads.
     _, state = _interrupted_run(tmp_path, 40.0, 2, False, "--model.init_random_frames=100")
     # Stopped inside a rollout's updates: fewer than 40 per frame past the first rollout's 50 (a first Ctrl-C alone
     # makes them all).
