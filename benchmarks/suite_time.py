@@ -2,6 +2,7 @@
 
     python benchmarks/suite_time.py                  # this checkout's suite, as it is
     python benchmarks/suite_time.py --fresh-clone    # a clone of HEAD: data/ and Inductor's cache cold, as on CI
+    python benchmarks/suite_time.py --fresh-clone --per-test 30   # and the 30 heaviest tests by CPU
 
 Why the second figure: on a shared virtual machine the same work costs more or less CPU from one hour to the next
 (the same tree's suite took 712 s at 09:35 and 828 s at 10:41 here, nothing else running; the ``import`` below
@@ -24,6 +25,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import per_test_cpu
 
 REPO = Path(__file__).resolve().parents[1]
 CALIBRATION = "import iquitos_lightning.cli"
@@ -56,6 +59,10 @@ def run_suite(tree: Path, environment: dict[str, str], pytest_args: list[str]) -
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--fresh-clone", action="store_true", help="run the suite of a fresh clone of HEAD")
+    parser.add_argument(
+        "--per-test", type=int, default=0, metavar="N",
+        help="record each test's CPU (benchmarks/per_test_cpu.py) and print the N heaviest",
+    )  # fmt: skip
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="suite-time-") as scratch:
@@ -71,9 +78,17 @@ def main() -> int:
             "WANDB_MODE": "offline",  # as .ci/run
             "TORCHINDUCTOR_CACHE_DIR": str(Path(scratch) / "inductor"),  # cold, as on CI
         }
+        pytest_args = list(args.pytest_args)
+        records = Path(scratch) / "per-test"
+        if args.per_test:
+            records.mkdir()
+            environment[per_test_cpu.DIRECTORY_VARIABLE] = str(records)
+            environment["PYTHONPATH"] += os.pathsep + str(Path(__file__).resolve().parent)  # the plugin, by name
+            pytest_args = ["-p", "per_test_cpu", *pytest_args]
         startup_before = start_up_cpu_s(tree, environment)
-        wall, cpu, status = run_suite(tree, environment, args.pytest_args)
+        wall, cpu, status = run_suite(tree, environment, pytest_args)
         startup_after = start_up_cpu_s(tree, environment)
+        per_test = per_test_cpu.read_rows(records) if args.per_test else []
     startup = (startup_before + startup_after) / 2
     row = {
         "tree": subprocess.run(
@@ -92,6 +107,8 @@ def main() -> int:
     print(f"start-up ({CALIBRATION}): {startup_before:.2f} s CPU before, {startup_after:.2f} s after")
     print(f"the suite in start-ups: {row['suite_in_start_ups']} of CPU, {row['wall_in_start_ups']} of wall")
     print(json.dumps(row), flush=True)
+    if per_test:
+        print(per_test_cpu.summary(per_test, cpu, args.per_test), flush=True)
     return status
 
 

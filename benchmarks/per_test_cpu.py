@@ -1,0 +1,80 @@
+"""A pytest plugin that records each test's CPU time, for ``benchmarks/suite_time.py --per-test N``.
+
+Why: the suite's seconds say how long, not where. Each test's own CPU (user + system of the pytest process that ran
+it) and the CPU of the child processes it started and waited for (``RUSAGE_CHILDREN``: the ``python -m
+iquitos_lightning`` commands, g++ for Inductor, pip) are what a cut is chosen by; wall time on a busy 2-core machine
+mixes in the other workers. Processes a test did not wait for are not counted (collection workers are the fork
+server's children, counted when it exits; Ray's processes are its ``ray start``'s).
+
+Loaded by name (``-p per_test_cpu``, this folder on ``PYTHONPATH``); writes one JSON line a test to
+``$PER_TEST_CPU_DIR/<xdist worker>.jsonl`` and does nothing where that variable is unset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+from collections.abc import Generator
+from pathlib import Path
+
+import pytest
+
+DIRECTORY_VARIABLE = "PER_TEST_CPU_DIR"
+
+
+def _cpu_s() -> tuple[float, float]:
+    """This process's CPU seconds and those of the children it has waited for."""
+    own = os.times()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.user + own.system, children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
+    directory = os.environ.get(DIRECTORY_VARIABLE)
+    own_before, children_before = _cpu_s()
+    start = time.monotonic()
+    yield
+    if directory is None:
+        return
+    own_after, children_after = _cpu_s()
+    row = {
+        "test": item.nodeid,
+        "own_s": round(own_after - own_before, 3),
+        "children_s": round(children_after - children_before, 3),
+        "wall_s": round(time.monotonic() - start, 3),
+        "slow": item.get_closest_marker("slow") is not None,
+    }
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with (Path(directory) / f"{worker}.jsonl").open("a") as log:
+        log.write(json.dumps(row) + "\n")
+
+
+def read_rows(directory: Path) -> list[dict]:
+    """Every test's row the plugin wrote under ``directory``."""
+    return [json.loads(line) for path in sorted(directory.glob("*.jsonl")) for line in path.read_text().splitlines()]
+
+
+def summary(rows: list[dict], suite_cpu_s: float, top: int) -> str:
+    """The tests' CPU against the suite's, the shares of the 100 heaviest and of the ``slow``-marked ones, and the
+    ``top`` heaviest tests, as Markdown."""
+    cpu = sorted(((row["own_s"] + row["children_s"], row) for row in rows), key=lambda pair: -pair[0])
+    tests_s = sum(seconds for seconds, _ in cpu)
+    heaviest_s = sum(seconds for seconds, _ in cpu[:100])
+    slow = [seconds for seconds, row in cpu if row["slow"]]
+    lines = [
+        f"tests: {len(rows)}, {tests_s:.0f} s of CPU of the suite's {suite_cpu_s:.0f} s "
+        f"(the rest: pytest's workers starting and collecting, processes no test waited for)",
+        f"the 100 heaviest: {heaviest_s:.0f} s ({100 * heaviest_s / max(tests_s, 1e-9):.0f} %); "
+        f"the {len(slow)} marked slow: {sum(slow):.0f} s",
+        "",
+        "| CPU s | own s | children s | wall s | test |",
+        "|---|---|---|---|---|",
+    ]
+    for seconds, row in cpu[:top]:
+        lines.append(
+            f"| {seconds:.1f} | {row['own_s']:.1f} | {row['children_s']:.1f} | {row['wall_s']:.1f} | {row['test']} |"
+        )
+    return "\n".join(lines)
