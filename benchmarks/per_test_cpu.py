@@ -24,11 +24,16 @@ import pytest
 DIRECTORY_VARIABLE = "PER_TEST_CPU_DIR"
 
 
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of every child this process has waited for so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _cpu_s() -> tuple[float, float]:
     """This process's CPU seconds and those of the children it has waited for."""
     own = os.times()
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.user + own.system, children.ru_utime + children.ru_stime
+    return own.user + own.system, children_cpu_s()
 
 
 @pytest.hookimpl(hookwrapper=True)

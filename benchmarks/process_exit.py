@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from suite_time import children_cpu_s  # benchmarks/ is this script's folder on sys.path
+from per_test_cpu import children_cpu_s  # benchmarks/ is this script's folder on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 AS_FUNCTION = "import sys; from iquitos_lightning.__main__ import main; sys.exit(main(sys.argv[1:]))"

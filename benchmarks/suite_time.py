@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -27,15 +26,10 @@ import time
 from pathlib import Path
 
 import per_test_cpu
+from per_test_cpu import children_cpu_s
 
 REPO = Path(__file__).resolve().parents[1]
 CALIBRATION = "import iquitos_lightning.cli"
-
-
-def children_cpu_s() -> float:
-    """CPU seconds (user + system) of every child this process has waited for so far."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def start_up_cpu_s(tree: Path, environment: dict[str, str], repeats: int = 3) -> float:

@@ -43,7 +43,7 @@ def _wait_for(condition, child: subprocess.Popen, poll_s: float) -> None:  # noq
 
 
 def _interrupted_run(
-    tmp_path: Path, updates_per_frame: float, ctrl_c_count: int, wandb: bool = False, *extra: str
+    tmp_path: Path, updates_per_frame: float, ctrl_c_count: int, wandb: bool = False, extra: tuple[str, ...] = ()
 ) -> tuple[str, dict]:
     """A Pendulum SAC ``fit`` sent ``ctrl_c_count`` SIGINTs 0.5 s apart once its first checkpoint exists; asserts
     exit 130, the one line and no traceback; returns stderr and the saved ``rl_state``."""
@@ -82,7 +82,9 @@ def test_a_second_ctrl_c_stops_inside_the_updates_still_saving_and_exits_130(tmp
     # over 1 s on any machine this runs on), so the second Ctrl-C, 0.5 s after the first, lands inside them. The
     # first rollout is random and makes none (random frames until 100), so the checkpoint the Ctrl-Cs wait for is
     # written at once rather than after 2,000 updates nothing reads.
-    _, state = _interrupted_run(tmp_path, 40.0, 2, False, "--model.init_random_frames=100")
+    _, state = _interrupted_run(
+        tmp_path, updates_per_frame=40.0, ctrl_c_count=2, extra=("--model.init_random_frames=100",)
+    )
     # Stopped inside a rollout's updates: fewer than 40 per frame past the first rollout's 50 (a first Ctrl-C alone
     # makes them all).
     assert state["frames_done"] >= 100
