@@ -75,6 +75,38 @@ class WindowPlan:
     variables: int
 
 
+class ConstraintRows:
+    """Constraint rows over ``columns`` variables, added block by block as (row, column, value) parts and stacked
+    into one CSC matrix at the end.
+
+    Why not a sparse matrix per block and ``scipy.sparse.vstack``: an MPC solves one LP an hour, each of ~20 blocks
+    (17 tangent blocks under ``thesis``), and scipy's per-matrix checks cost more than HiGHS's solve of a day's
+    window. The triplets are the ones vstack concatenates (each block's rows shifted below the blocks before it, in
+    the same order), so the CSC matrix HiGHS gets is the same, array for array (tests/control/test_objective_lp.py).
+    """
+
+    def __init__(self, columns: int) -> None:
+        self.columns = columns
+        self.height = 0
+        self._rows: list[np.ndarray] = []
+        self._columns: list[np.ndarray] = []
+        self._values: list[np.ndarray] = []
+
+    def add(self, parts: list[tuple[np.ndarray, np.ndarray, float | np.ndarray]], height: int) -> None:
+        """A block of ``height`` rows below the ones added so far: each part's rows (within the block), columns and
+        value (one per entry, or one for all)."""
+        for rows, columns, value in parts:
+            self._rows.append(rows + self.height)
+            self._columns.append(columns)
+            self._values.append(np.broadcast_to(np.asarray(value, dtype=float), rows.shape))
+        self.height += height
+
+    def matrix(self) -> sparse.csc_array:
+        """Every row added, as one CSC matrix [height, columns]."""
+        triplets = (np.concatenate(self._values), (np.concatenate(self._rows), np.concatenate(self._columns)))
+        return sparse.coo_array(triplets, shape=(self.height, self.columns)).tocsc()
+
+
 def solve_window(
     window: Window,
     site_config: SiteConfig,
@@ -112,22 +144,17 @@ def solve_window(
     count = blocks * hours + pairs + sessions + len(months)
     rows = np.arange(hours)
 
-    def block(parts: list[tuple[np.ndarray, np.ndarray, float | np.ndarray]], height: int) -> sparse.coo_array:
-        r = np.concatenate([p[0] for p in parts])
-        c = np.concatenate([p[1] for p in parts])
-        v = np.concatenate([np.broadcast_to(np.asarray(p[2], dtype=float), p[0].shape) for p in parts])
-        return sparse.coo_array((v, (r, c)), shape=(height, count))
-
-    balance = block(
+    equalities = ConstraintRows(count)
+    equalities.add(  # balance
         [(rows, imp, 1.0), (rows, exp, -1.0), (rows, chg, -1.0), (rows, dis, 1.0), (pair_hour, pair_vars, -1.0)], hours
     )
-    dynamics = block(
+    equalities.add(  # BESS dynamics
         [(rows, energy, 1.0), (rows[1:], energy[:-1], -1.0), (rows, chg, -eta), (rows, dis, 1.0 / eta)], hours
     )
     dynamics_rhs = np.zeros(hours)
     dynamics_rhs[0] = window.bess_energy_kwh
-    service = block([(pair_session, pair_vars, 1.0), (np.arange(sessions), unmet_vars, 1.0)], sessions)
-    a_eq = sparse.vstack([balance, dynamics, service], format="csc")
+    equalities.add([(pair_session, pair_vars, 1.0), (np.arange(sessions), unmet_vars, 1.0)], sessions)  # service
+    a_eq = equalities.matrix()
     b_eq = np.concatenate([window.mall_kw - window.pv_kw, dynamics_rhs, window.session_need_kwh])
 
     lower = np.zeros(count)
@@ -141,20 +168,18 @@ def solve_window(
     cost[chg] = cost[dis] = THROUGHPUT_WEIGHT
     cost[unmet_vars] = UNMET_PENALTY_PER_KWH[objective]
     cost[energy[-1]] -= terminal_value
-    inequalities, b_ub = [], []
+    inequalities, b_ub = ConstraintRows(count), []
     if objective == TARIFF:
         cost[imp] = window.price_per_kwh + tariff.co2_price_per_kg * window.carbon_kg_per_kwh
         rate = site_config.grid.demand_charge_per_kw_month
         for index, month in enumerate(months):
             hours_in = np.flatnonzero(window.in_peak_window & (window.month == month))
-            inequalities.append(
-                block(
-                    [
-                        (np.arange(len(hours_in)), imp[hours_in], 1.0),
-                        (np.arange(len(hours_in)), np.full(len(hours_in), peak_vars[index]), -1.0),
-                    ],
-                    len(hours_in),
-                )
+            inequalities.add(
+                [
+                    (np.arange(len(hours_in)), imp[hours_in], 1.0),
+                    (np.arange(len(hours_in)), np.full(len(hours_in), peak_vars[index]), -1.0),
+                ],
+                len(hours_in),
             )
             b_ub.append(np.zeros(len(hours_in)))
             lower[peak_vars[index]] = window.month_peak_so_far_kw.get(month, 0.0)
@@ -168,13 +193,13 @@ def solve_window(
         cost[slack] = weights.solar / scales.pv_max_kw / total
         cost[square] = weights.grid / total
         # slack >= pv - mall - sum(EV) - charge
-        inequalities.append(block([(rows, slack, -1.0), (rows, chg, -1.0), (pair_hour, pair_vars, -1.0)], hours))
+        inequalities.add([(rows, slack, -1.0), (rows, chg, -1.0), (pair_hour, pair_vars, -1.0)], hours)
         b_ub.append(window.mall_kw - window.pv_kw)
         # square >= 2 x_k u - x_k^2 with u = import / max import
         for x in np.linspace(0.0, 1.0, GRID_TANGENTS):
-            inequalities.append(block([(rows, imp, 2.0 * x / scales.max_import_kw), (rows, square, -1.0)], hours))
+            inequalities.add([(rows, imp, 2.0 * x / scales.max_import_kw), (rows, square, -1.0)], hours)
             b_ub.append(np.full(hours, x * x))
-    a_ub = sparse.vstack(inequalities, format="csc") if inequalities else None
+    a_ub = inequalities.matrix() if b_ub else None
     b_ub_all = np.concatenate(b_ub) if b_ub else None
     solution = solve_lp(cost, lower, upper, a_ub=a_ub, b_ub=b_ub_all, a_eq=a_eq, b_eq=b_eq)
     x = solution.x
