@@ -40,6 +40,7 @@ def _cpu_s() -> tuple[float, float]:
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
     directory = os.environ.get(DIRECTORY_VARIABLE)
     own_before, children_before = _cpu_s()
+    started_at = time.time()  # the epoch, comparable across the workers
     start = time.monotonic()
     yield
     if directory is None:
@@ -51,8 +52,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         "children_s": round(children_after - children_before, 3),
         "wall_s": round(time.monotonic() - start, 3),
         "slow": item.get_closest_marker("slow") is not None,
+        "started_at": round(started_at, 3),
     }
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    row["worker"] = worker
     with (Path(directory) / f"{worker}.jsonl").open("a") as log:
         log.write(json.dumps(row) + "\n")
 
@@ -69,17 +72,48 @@ def summary(rows: list[dict], suite_cpu_s: float, top: int) -> str:
     tests_s = sum(seconds for seconds, _ in cpu)
     heaviest_s = sum(seconds for seconds, _ in cpu[:100])
     slow = [seconds for seconds, row in cpu if row["slow"]]
+    first = min((row["started_at"] for row in rows), default=0.0)
     lines = [
         f"tests: {len(rows)}, {tests_s:.0f} s of CPU of the suite's {suite_cpu_s:.0f} s "
         f"(the rest: pytest's workers starting and collecting, processes no test waited for)",
         f"the 100 heaviest: {heaviest_s:.0f} s ({100 * heaviest_s / max(tests_s, 1e-9):.0f} %); "
         f"the {len(slow)} marked slow: {sum(slow):.0f} s",
         "",
-        "| CPU s | own s | children s | wall s | test |",
-        "|---|---|---|---|---|",
+        "| CPU s | own s | children s | wall s | started at s | worker | test |",
+        "|---|---|---|---|---|---|---|",
     ]
+    lines[2:2] = ["", *tail(rows)]
     for seconds, row in cpu[:top]:
         lines.append(
-            f"| {seconds:.1f} | {row['own_s']:.1f} | {row['children_s']:.1f} | {row['wall_s']:.1f} | {row['test']} |"
+            f"| {seconds:.1f} | {row['own_s']:.1f} | {row['children_s']:.1f} | {row['wall_s']:.1f} "
+            f"| {row['started_at'] - first:.0f} | {row['worker']} | {row['test']} |"
         )
     return "\n".join(lines)
+
+
+def tail(rows: list[dict]) -> list[str]:
+    """When each worker ran its last test, and the tests still running once the first worker had nothing left.
+
+    Why: on 2 cores the suite's wall is its CPU / 2 only while every worker has a test; a long test that starts late
+    runs alone at the end (the order xdist hands tests out in decides that, not the tests' cost)."""
+    ends: dict[str, float] = {}
+    for row in rows:
+        ends[row["worker"]] = max(ends.get(row["worker"], 0.0), row["started_at"] + row["wall_s"])
+    if not ends:
+        return []
+    first = min(row["started_at"] for row in rows)
+    first_idle = min(ends.values())
+    lines = [
+        "each worker's last test ended at (s after the first test started): "
+        + ", ".join(f"{worker} {end - first:.0f}" for worker, end in sorted(ends.items()))
+    ]
+    late = sorted(
+        (row for row in rows if row["started_at"] + row["wall_s"] > first_idle), key=lambda r: r["started_at"]
+    )
+    for row in late:
+        if row["wall_s"] >= 5:
+            lines.append(
+                f"  still running then: {row['test']} ({row['worker']}, from {row['started_at'] - first:.0f} s"
+                f" for {row['wall_s']:.0f} s)"
+            )
+    return lines
