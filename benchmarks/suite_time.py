@@ -65,6 +65,8 @@ def main() -> int:
             tree = Path(scratch) / "clone"
             subprocess.run(["git", "clone", "--quiet", str(REPO), str(tree)], check=True)
             (tree / ".venv").symlink_to(REPO / ".venv")  # a clone after scripts/install.sh (its scripts use .venv)
+            # and the package's bytecode, install.sh's last step (pip's other steps would repoint .venv at the clone)
+            subprocess.run([sys.executable, "-m", "compileall", "-q", "iquitos_lightning"], cwd=tree, check=True)
         environment = {
             **os.environ,
             # the tree's package, with this checkout's .venv (and any plugin path the caller set after it)
