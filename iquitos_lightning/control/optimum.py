@@ -30,9 +30,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from scipy import sparse
-from scipy.optimize import linprog
 
 from iquitos_lightning.envs.import_limit import usable_import_kw
+from iquitos_lightning.fastpath import highs_lp
 from iquitos_lightning.metrics.flows import DEPARTURE_COLUMNS, FLOW_COLUMNS
 from iquitos_lightning.site.series import SiteSeries
 
@@ -67,15 +67,15 @@ def solve_lp(
     a_eq: sparse.spmatrix | None = None,
     b_eq: np.ndarray | None = None,
 ) -> LPSolution:
-    """``min cost @ x`` under the constraints and the bounds ``[lower, upper]``, by HiGHS (scipy's ``linprog``),
-    timed; :class:`OptimumError` unless it is solved to optimality (both LPs of control/ solve through here)."""
+    """``min cost @ x`` under the constraints and the bounds ``[lower, upper]``, by HiGHS (scipy's, called as
+    ``linprog(method="highs")`` calls it: fastpath/highs_lp.py), timed; :class:`OptimumError` unless it is solved to
+    optimality (both LPs of control/ solve through here)."""
     started = time.perf_counter()
-    bounds = np.column_stack([lower, upper])
-    result = linprog(cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=bounds, method="highs")
-    seconds = time.perf_counter() - started
-    if result.status != 0:
-        raise OptimumError(f"HiGHS status {result.status}: {result.message}")
-    return LPSolution(result.x, float(result.fun), seconds)
+    try:
+        x, objective = highs_lp.solve(cost, lower, upper, a_ub, b_ub, a_eq, b_eq)
+    except highs_lp.HighsFailed as failure:
+        raise OptimumError(str(failure)) from None
+    return LPSolution(x, float(objective), time.perf_counter() - started)
 
 
 @dataclass

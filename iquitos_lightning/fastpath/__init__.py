@@ -32,5 +32,6 @@ module                      library internal                                equi
 ``parser_options``          argparse's ``parser._actions``                   ``tests/test_cli``
 ``wandb_anonymous``         Lightning ``WandbLogger._wandb_init``            ``tests/test_first_hour``
 ``progress_description``    ``RichProgressBar._get_train_description``       ``test_progress_bar``
+``highs_lp``                scipy's bundled HiGHS (``_highspy._core``)       ``test_highs_lp``
 ==========================  ==============================================  =================================
 """

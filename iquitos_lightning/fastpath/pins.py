@@ -16,6 +16,7 @@ VERIFIED_WITH = {
     "citylearn": "3.0.2",
     "jsonargparse": "4.53.0",
     "lightning": "2.6.6",
+    "scipy": "1.17.1",
     "tensordict": "0.14.3",
     "torch": "2.13.0",
     "torchrl": "0.14.1",
