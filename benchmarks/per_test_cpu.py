@@ -53,9 +53,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         "wall_s": round(time.monotonic() - start, 3),
         "slow": item.get_closest_marker("slow") is not None,
         "started_at": round(started_at, 3),
+        "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
     }
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    row["worker"] = worker
+    worker = row["worker"]
     with (Path(directory) / f"{worker}.jsonl").open("a") as log:
         log.write(json.dumps(row) + "\n")
 
@@ -79,10 +79,11 @@ def summary(rows: list[dict], suite_cpu_s: float, top: int) -> str:
         f"the 100 heaviest: {heaviest_s:.0f} s ({100 * heaviest_s / max(tests_s, 1e-9):.0f} %); "
         f"the {len(slow)} marked slow: {sum(slow):.0f} s",
         "",
+        *tail(rows, first),
+        "",
         "| CPU s | own s | children s | wall s | started at s | worker | test |",
         "|---|---|---|---|---|---|---|",
     ]
-    lines[2:2] = ["", *tail(rows)]
     for seconds, row in cpu[:top]:
         lines.append(
             f"| {seconds:.1f} | {row['own_s']:.1f} | {row['children_s']:.1f} | {row['wall_s']:.1f} "
@@ -91,8 +92,9 @@ def summary(rows: list[dict], suite_cpu_s: float, top: int) -> str:
     return "\n".join(lines)
 
 
-def tail(rows: list[dict]) -> list[str]:
-    """When each worker ran its last test, and the tests still running once the first worker had nothing left.
+def tail(rows: list[dict], first: float) -> list[str]:
+    """When each worker ran its last test (seconds after ``first``, the first test's start), and the tests still
+    running once the first worker had nothing left.
 
     Why: on 2 cores the suite's wall is its CPU / 2 only while every worker has a test; a long test that starts late
     runs alone at the end (the order xdist hands tests out in decides that, not the tests' cost)."""
@@ -101,7 +103,6 @@ def tail(rows: list[dict]) -> list[str]:
         ends[row["worker"]] = max(ends.get(row["worker"], 0.0), row["started_at"] + row["wall_s"])
     if not ends:
         return []
-    first = min(row["started_at"] for row in rows)
     first_idle = min(ends.values())
     lines = [
         "each worker's last test ended at (s after the first test started): "
