@@ -3,6 +3,7 @@
     python benchmarks/suite_time.py                  # this checkout's suite, as it is
     python benchmarks/suite_time.py --fresh-clone    # a clone of HEAD: data/ and Inductor's cache cold, as on CI
     python benchmarks/suite_time.py --fresh-clone --per-test 30   # and the 30 heaviest tests by CPU
+    python benchmarks/suite_time.py --against 975575d   # fresh clones of 975575d and HEAD, alternating, and the ratio
 
 Why the second figure: on a shared virtual machine the same work costs more or less CPU from one hour to the next
 (the same tree's suite took 712 s at 09:35 and 828 s at 10:41 here, nothing else running; the ``import`` below
@@ -11,6 +12,11 @@ CPU time of the start-up every test process and every ``python -m iquitos_lightn
 iquitos_lightning.cli``: Python, torch, Lightning, TorchRL), the median of three, taken just before and just after
 the suite; the suite's CPU divided by it (``start-ups``) is what two runs of different hours compare by. The
 install (``scripts/install.sh``) is not timed: the suite runs with this checkout's ``.venv``.
+
+Why ``--against``: "the suite stays under its budget" is a claim about a change, and the fairest reading of it is
+the suite before and after the change in the same minutes, on fresh clones of both, in the order old, new, new, old
+(``--rounds 2``; the machine drifts within an hour, so each tree gets an early and a late run): the ratio of their
+wall times is what the change did, whatever the hour did to both.
 """
 
 from __future__ import annotations
@@ -32,12 +38,15 @@ REPO = Path(__file__).resolve().parents[1]
 CALIBRATION = "import iquitos_lightning.cli"
 
 
-def start_up_cpu_s(tree: Path, environment: dict[str, str], repeats: int = 3) -> float:
-    """The median CPU seconds of a fresh interpreter importing the package's command line from ``tree``."""
+def start_up_cpu_s(repeats: int = 3) -> float:
+    """The median CPU seconds of a fresh interpreter importing this checkout's command line. Always this checkout's,
+    whatever tree is timed: with ``--against`` an older tree's own imports differ, and the calibration must measure
+    the machine, not the tree."""
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     samples = []
     for _ in range(repeats):
         before = children_cpu_s()
-        subprocess.run([sys.executable, "-c", CALIBRATION], cwd=tree, env=environment, check=True)
+        subprocess.run([sys.executable, "-c", CALIBRATION], cwd=REPO, env=environment, check=True)
         samples.append(children_cpu_s() - before)
     return statistics.median(samples)
 
@@ -50,47 +59,48 @@ def run_suite(tree: Path, environment: dict[str, str], pytest_args: list[str]) -
     return time.monotonic() - start, children_cpu_s() - before, done.returncode
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--fresh-clone", action="store_true", help="run the suite of a fresh clone of HEAD")
-    parser.add_argument(
-        "--per-test", type=int, default=0, metavar="N",
-        help="record each test's CPU (benchmarks/per_test_cpu.py) and print the N heaviest",
-    )  # fmt: skip
-    parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="suite-time-") as scratch:
-        tree = REPO
-        if args.fresh_clone:
-            tree = Path(scratch) / "clone"
-            subprocess.run(["git", "clone", "--quiet", str(REPO), str(tree)], check=True)
-            (tree / ".venv").symlink_to(REPO / ".venv")  # a clone after scripts/install.sh (its scripts use .venv)
-            # and the package's bytecode, install.sh's last step (pip's other steps would repoint .venv at the clone)
-            subprocess.run([sys.executable, "-m", "compileall", "-q", "iquitos_lightning"], cwd=tree, check=True)
-        environment = {
-            **os.environ,
-            # the tree's package, with this checkout's .venv (and any plugin path the caller set after it)
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")])),
-            "WANDB_MODE": "offline",  # as .ci/run
-            "TORCHINDUCTOR_CACHE_DIR": str(Path(scratch) / "inductor"),  # cold, as on CI
-        }
-        pytest_args = list(args.pytest_args)
-        records = Path(scratch) / "per-test"
-        if args.per_test:
-            records.mkdir()
-            environment[per_test_cpu.DIRECTORY_VARIABLE] = str(records)
-            environment["PYTHONPATH"] += os.pathsep + str(Path(__file__).resolve().parent)  # the plugin, by name
-            pytest_args = ["-p", "per_test_cpu", *pytest_args]
-        startup_before = start_up_cpu_s(tree, environment)
-        wall, cpu, status = run_suite(tree, environment, pytest_args)
-        startup_after = start_up_cpu_s(tree, environment)
-        per_test = per_test_cpu.read_rows(records) if args.per_test else []
+def revision_of(tree: Path) -> str:
+    """The short commit ``tree`` has checked out."""
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def fresh_clone(scratch: Path, revision: str | None) -> Path:
+    """A clone of this checkout at ``revision`` (HEAD when None) in ``scratch``, as after ``scripts/install.sh``: this
+    checkout's ``.venv`` linked in and the package's bytecode compiled (install.sh's last step; pip's other steps
+    would repoint ``.venv`` at the clone)."""
+    tree = scratch / "clone"
+    subprocess.run(["git", "clone", "--quiet", str(REPO), str(tree)], check=True)
+    if revision is not None:
+        subprocess.run(["git", "checkout", "--quiet", revision], cwd=tree, check=True)
+    (tree / ".venv").symlink_to(REPO / ".venv")
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "iquitos_lightning"], cwd=tree, check=True)
+    return tree
+
+
+def measure(tree: Path, scratch: Path, pytest_args: list[str], per_test: int) -> tuple[dict, list[dict]]:
+    """The suite of ``tree`` timed beside the start-up before and after it: its row, and each test's record when
+    ``per_test``. Inductor's cache is ``scratch``'s own (cold, as on CI)."""
+    environment = {
+        **os.environ,
+        # the tree's package, with this checkout's .venv (and any plugin path the caller set after it)
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")])),
+        "WANDB_MODE": "offline",  # as .ci/run
+        "TORCHINDUCTOR_CACHE_DIR": str(scratch / "inductor"),
+    }
+    records = scratch / "per-test"
+    if per_test:
+        records.mkdir()
+        environment[per_test_cpu.DIRECTORY_VARIABLE] = str(records)
+        environment["PYTHONPATH"] += os.pathsep + str(Path(__file__).resolve().parent)  # the plugin, by name
+        pytest_args = ["-p", "per_test_cpu", *pytest_args]
+    startup_before = start_up_cpu_s()
+    wall, cpu, status = run_suite(tree, environment, pytest_args)
+    startup_after = start_up_cpu_s()
     startup = (startup_before + startup_after) / 2
     row = {
-        "tree": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
-        ).stdout.strip(),
-        "fresh_clone": args.fresh_clone,
+        "tree": revision_of(tree),
+        "fresh_clone": tree != REPO,
         "pytest_status": status,
         "wall_s": round(wall, 1),
         "cpu_s": round(cpu, 1),
@@ -99,13 +109,69 @@ def main() -> int:
         "suite_in_start_ups": round(cpu / startup, 1),
         "wall_in_start_ups": round(wall / startup, 1),
     }
-    print(f"suite: {wall:.0f} s wall, {cpu:.0f} s CPU (pytest exit {status})")
+    print(f"{row['tree']}: {wall:.0f} s wall, {cpu:.0f} s CPU (pytest exit {status})")
     print(f"start-up ({CALIBRATION}): {startup_before:.2f} s CPU before, {startup_after:.2f} s after")
     print(f"the suite in start-ups: {row['suite_in_start_ups']} of CPU, {row['wall_in_start_ups']} of wall")
     print(json.dumps(row), flush=True)
-    if per_test:
-        print(per_test_cpu.summary(per_test, cpu, args.per_test), flush=True)
-    return status
+    return row, per_test_cpu.read_rows(records) if per_test else []
+
+
+def run_once(revision: str | None, fresh: bool, pytest_args: list[str], per_test: int) -> dict:
+    """One timed suite: this checkout's, or a fresh clone's at ``revision``; the per-test summary printed after it."""
+    with tempfile.TemporaryDirectory(prefix="suite-time-") as scratch:
+        tree = fresh_clone(Path(scratch), revision) if fresh else REPO
+        row, records = measure(tree, Path(scratch), pytest_args, per_test)
+    if records:
+        print(per_test_cpu.summary(records, row["cpu_s"], per_test), flush=True)
+    return row
+
+
+def compare(old: dict[str, list[dict]], new: dict[str, list[dict]]) -> str:
+    """The two trees' runs side by side and the ratio of their mean wall and CPU times (new over old)."""
+    ((old_name, old_rows),), ((new_name, new_rows),) = old.items(), new.items()
+    lines = ["| tree | walls s | CPUs s | start-ups s (before/after) |", "|---|---|---|---|"]
+    for name, rows in ((old_name, old_rows), (new_name, new_rows)):
+        walls = ", ".join(f"{row['wall_s']:.0f}" for row in rows)
+        cpus = ", ".join(f"{row['cpu_s']:.0f}" for row in rows)
+        starts = ", ".join(f"{row['start_up_cpu_s_before']:.1f}/{row['start_up_cpu_s_after']:.1f}" for row in rows)
+        lines.append(f"| {name} | {walls} | {cpus} | {starts} |")
+    for key, label in (("wall_s", "wall"), ("cpu_s", "CPU")):
+        ratio = statistics.mean(row[key] for row in new_rows) / statistics.mean(row[key] for row in old_rows)
+        lines.append(f"{new_name} over {old_name}, {label}: {ratio:.3f}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--fresh-clone", action="store_true", help="run the suite of a fresh clone of HEAD")
+    parser.add_argument(
+        "--per-test", type=int, default=0, metavar="N",
+        help="record each test's CPU (benchmarks/per_test_cpu.py) and print the N heaviest",
+    )  # fmt: skip
+    parser.add_argument(
+        "--against", metavar="REV",
+        help="also time a fresh clone of REV, alternating with HEAD's (implies --fresh-clone), and print the ratio",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rounds", type=int, default=1, metavar="K",
+        help="with --against: K rounds, in the order old, new, then new, old, ... (default 1)",
+    )  # fmt: skip
+    parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
+    args = parser.parse_args()
+    if args.against is None:
+        return run_once(None, args.fresh_clone, list(args.pytest_args), args.per_test)["pytest_status"]
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    head = revision_of(REPO)
+    runs: dict[str, dict[str, list[dict]]] = {"old": {args.against: []}, "new": {head: []}}
+    for round_index in range(args.rounds):
+        order = ("old", "new") if round_index % 2 == 0 else ("new", "old")
+        for side in order:
+            revision = args.against if side == "old" else None
+            (rows,) = runs[side].values()
+            rows.append(run_once(revision, True, list(args.pytest_args), args.per_test if side == "new" else 0))
+    print(compare(runs["old"], runs["new"]), flush=True)
+    return max(row["pytest_status"] for side in runs.values() for rows in side.values() for row in rows)
 
 
 if __name__ == "__main__":
