@@ -169,7 +169,7 @@ def main() -> int:
         for side in order:
             revision = args.against if side == "old" else None
             (rows,) = runs[side].values()
-            rows.append(run_once(revision, True, list(args.pytest_args), args.per_test if side == "new" else 0))
+            rows.append(run_once(revision, True, list(args.pytest_args), args.per_test))  # both alike: fair
     print(compare(runs["old"], runs["new"]), flush=True)
     return max(row["pytest_status"] for side in runs.values() for rows in side.values() for row in rows)
 
