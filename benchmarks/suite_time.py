@@ -38,11 +38,16 @@ REPO = Path(__file__).resolve().parents[1]
 CALIBRATION = "import iquitos_lightning.cli"
 
 
+def python_path_with(tree: Path) -> str:
+    """``PYTHONPATH`` with ``tree``'s package first (and any path the caller set after it)."""
+    return os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))
+
+
 def start_up_cpu_s(repeats: int = 3) -> float:
     """The median CPU seconds of a fresh interpreter importing this checkout's command line. Always this checkout's,
     whatever tree is timed: with ``--against`` an older tree's own imports differ, and the calibration must measure
     the machine, not the tree."""
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    environment = {**os.environ, "PYTHONPATH": python_path_with(REPO)}
     samples = []
     for _ in range(repeats):
         before = children_cpu_s()
@@ -84,7 +89,7 @@ def measure(tree: Path, scratch: Path, pytest_args: list[str], per_test: int) ->
     environment = {
         **os.environ,
         # the tree's package, with this checkout's .venv (and any plugin path the caller set after it)
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": python_path_with(tree),
         "WANDB_MODE": "offline",  # as .ci/run
         "TORCHINDUCTOR_CACHE_DIR": str(scratch / "inductor"),
     }
@@ -126,18 +131,19 @@ def run_once(revision: str | None, fresh: bool, pytest_args: list[str], per_test
     return row
 
 
-def compare(old: dict[str, list[dict]], new: dict[str, list[dict]]) -> str:
-    """The two trees' runs side by side and the ratio of their mean wall and CPU times (new over old)."""
-    ((old_name, old_rows),), ((new_name, new_rows),) = old.items(), new.items()
+def compare(names: dict[str, str], runs: dict[str, list[dict]]) -> str:
+    """The two trees' runs (``runs["old"]``, ``runs["new"]``, the trees ``names`` names) side by side and the ratio
+    of their mean wall and CPU times (new over old)."""
     lines = ["| tree | walls s | CPUs s | start-ups s (before/after) |", "|---|---|---|---|"]
-    for name, rows in ((old_name, old_rows), (new_name, new_rows)):
+    for side in ("old", "new"):
+        name, rows = names[side], runs[side]
         walls = ", ".join(f"{row['wall_s']:.0f}" for row in rows)
         cpus = ", ".join(f"{row['cpu_s']:.0f}" for row in rows)
         starts = ", ".join(f"{row['start_up_cpu_s_before']:.1f}/{row['start_up_cpu_s_after']:.1f}" for row in rows)
         lines.append(f"| {name} | {walls} | {cpus} | {starts} |")
     for key, label in (("wall_s", "wall"), ("cpu_s", "CPU")):
-        ratio = statistics.mean(row[key] for row in new_rows) / statistics.mean(row[key] for row in old_rows)
-        lines.append(f"{new_name} over {old_name}, {label}: {ratio:.3f}")
+        ratio = statistics.mean(row[key] for row in runs["new"]) / statistics.mean(row[key] for row in runs["old"])
+        lines.append(f"{names['new']} over {names['old']}, {label}: {ratio:.3f}")
     return "\n".join(lines)
 
 
@@ -162,16 +168,15 @@ def main() -> int:
         return run_once(None, args.fresh_clone, list(args.pytest_args), args.per_test)["pytest_status"]
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
-    head = revision_of(REPO)
-    runs: dict[str, dict[str, list[dict]]] = {"old": {args.against: []}, "new": {head: []}}
+    names = {"old": args.against, "new": revision_of(REPO)}
+    runs: dict[str, list[dict]] = {"old": [], "new": []}
     for round_index in range(args.rounds):
         order = ("old", "new") if round_index % 2 == 0 else ("new", "old")
         for side in order:
             revision = args.against if side == "old" else None
-            (rows,) = runs[side].values()
-            rows.append(run_once(revision, True, list(args.pytest_args), args.per_test))  # both alike: fair
-    print(compare(runs["old"], runs["new"]), flush=True)
-    return max(row["pytest_status"] for side in runs.values() for rows in side.values() for row in rows)
+            runs[side].append(run_once(revision, True, list(args.pytest_args), args.per_test))  # both alike: fair
+    print(compare(names, runs), flush=True)
+    return max(row["pytest_status"] for rows in runs.values() for row in rows)
 
 
 if __name__ == "__main__":
