@@ -63,6 +63,10 @@ def _project_parser() -> argparse.ArgumentParser:
     # Listed for --help only: main() hands `bench ...` to iquitos_lightning.bench.run before parsing.
     commands.add_parser("bench", help="speed and memory report, ours vs Stable-Baselines3 (see `bench --help`)")
     commands.add_parser(
+        "benchmark",
+        help="citylearn-2022: the published protocol on CityLearn's 2022 data, beside its table (see --help there)",
+    )
+    commands.add_parser(
         "gpu-check", help="measure every CUDA path: profiles under an 8 GiB cap, update step, OOM drill (--help)"
     )
 
@@ -310,6 +314,11 @@ def _run_project_command(args: list[str]) -> int:
 
         quiet_library_noise("--verbose" in args)  # the bench's fits printed the litlogger tip and LeafSpec per run
         return bench_main([arg for arg in args[1:] if arg != "--verbose"])
+    if args[0] == "benchmark":  # a published protocol on someone else's data (experiments/citylearn_2022.py)
+        # lazy: each command loads only what it runs
+        from iquitos_lightning.experiments.citylearn_2022 import main as benchmark_main
+
+        return benchmark_main(args[1:])
     if args[0] == "gpu-check":  # the GPU proof (iquitos_lightning/bench/gpu_check.py, docs/performance.md)
         # lazy: each command loads only what it runs
         from iquitos_lightning.bench.gpu_check import main as gpu_check_main

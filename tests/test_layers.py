@@ -2,7 +2,7 @@
 
 The stack (docs/architecture.md), bottom first; a module may import its own layer and the layers below:
 
-    errors, atomic_files < fastpath < site < metrics < envs < report < control < profile < agents
+    errors, atomic_files < fastpath < site < metrics < envs < report < control (citylearn_2022) < profile < agents
         < training < experiments, bench < cli, __main__, callbacks (the public face of training.callbacks)
 
 The graph is read with ``ast`` from the source (nothing is imported), module-level and function-level
@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("metrics",),
     ("envs",),
     ("report",),
-    ("control",),
+    ("control", "citylearn_2022"),
     ("profile",),
     ("agents",),
     ("training",),

@@ -39,10 +39,16 @@ def solve(
     b_ub: np.ndarray | None,
     a_eq: sparse.sparray | np.ndarray | None,
     b_eq: np.ndarray | None,
+    interior_point: bool = False,
 ) -> tuple[np.ndarray, float]:
     """``min cost @ x`` subject to ``a_ub @ x <= b_ub``, ``a_eq @ x == b_eq`` and ``lower <= x <= upper``: the
     solution and the objective value, as ``linprog(method="highs")`` returns them; :class:`HighsFailed` unless
-    HiGHS reports the LP solved to optimality."""
+    HiGHS reports the LP solved to optimality.
+
+    ``interior_point``: HiGHS's interior-point solver without crossover instead of the dual simplex. Why: where an
+    LP has many optima of equal objective, the simplex returns a vertex and an interior-point method a point inside
+    the optimal face; a schedule then replayed in a simulator whose battery is not the LP's scores differently
+    (the CityLearn 2022 benchmark's published LP row came from an interior-point solver)."""
     columns = len(cost)
     parts = [
         (a if sparse.issparse(a) else sparse.coo_array(np.atleast_2d(a)), b)  # dense: linprog takes both
@@ -73,6 +79,9 @@ def solve(
     options.log_to_console = False
     options.output_flag = False
     options.simplex_strategy = _core.simplex_constants.SimplexStrategy.kSimplexStrategyDual
+    if interior_point:
+        options.solver = "ipm"
+        options.run_crossover = "off"
     highs = _core._Highs()
     highs.passOptions(options)
     highs.passModel(lp)
