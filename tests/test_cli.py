@@ -237,14 +237,17 @@ class _ParsersOnly(_ResolveOnly):
         raise _Resolved(sorted(self._subcommand_parsers))
 
 
-def test_a_command_builds_the_parser_of_its_subcommand_only_and_a_mistyped_one_lists_them_all(capsys):
+def test_a_command_builds_the_parser_of_its_subcommand_only_and_a_mistyped_one_lists_them_all(capsys, tmp_path):
     """Each subcommand's parser is built from the Trainer's and the model's signatures: a ``fit`` builds ``fit``'s
-    alone; a command line that names none it knows still gets every one, so its error lists the choices."""
+    alone; a command line that names none it knows still gets every one, so its error lists the choices. The run
+    folder is a temporary one: the checkout's ``runs/smoke`` holds the README's main job once it has run there, and
+    a fit on it is refused (an earlier run)."""
     saved_argv, sys.argv = sys.argv, sys.argv[:1]
+    own_folder = f"--trainer.logger.init_args.save_dir={tmp_path}"
     try:
         for subcommand in ("fit", "test"):
             with pytest.raises(_Resolved) as built:
-                _ParsersOnly(RLAgent, subclass_mode_model=True, args=[subcommand, "--config", SMOKE])
+                _ParsersOnly(RLAgent, subclass_mode_model=True, args=[subcommand, "--config", SMOKE, own_folder])
             assert built.value.args[0] == [subcommand]
     finally:
         sys.argv = saved_argv
