@@ -7,10 +7,11 @@
   (the published "full-horizon LP"); ``pv_kw=4.0`` gives it the published inputs (every PV read as 4 kW).
 - :class:`ModelPredictive`: the same LP over the next 24 rows, solved again every ``replan_every`` rows from the
   batteries' measured state, with a perfect forecast (the coming rows themselves) or the past days' same hours
-  (``forecast="past_days"``: the mean of the last ``days`` days at each hour; ``days=1`` is persistence).
-  The published MPCs re-planned every 8 hours over 5 noisy scenarios with an action-smoothing penalty, and idled the
-  first 24 hours of each phase; this one uses the site's own past before a phase where it exists (a building has
-  its history) and idles only where there is none (phase 1's first day under a past-days forecast).
+  (``forecast="past_days"``: the mean of the last ``days`` days at each hour; ``days=1`` is persistence), and
+  optionally the published MPC's penalty on action changes (``smoothing``).
+  The published MPCs re-planned every 8 hours over 5 noisy scenarios with an action-smoothing penalty (0.1), and
+  idled the first 24 hours of each phase; this one uses the site's own past before a phase where it exists (a
+  building has its history) and idles only where there is none (phase 1's first day under a past-days forecast).
 
 Every plan is in the published LP's unit (a fraction of the 6.4 kWh capacity per hour) and is handed to CityLearn 3 as
 a fraction of the battery's 5 kW (3.0.2 reads the action so; 2.2b0 read it as a fraction of capacity).
@@ -80,6 +81,7 @@ class ModelPredictive:
         horizon: int = 24,
         replan_every: int = 1,
         battery: Battery | None = None,
+        smoothing: float = 0.0,
     ) -> None:
         if forecast not in ("perfect", "past_days"):
             raise ValueError(f"forecast {forecast!r}: use 'perfect' or 'past_days'")
@@ -90,6 +92,7 @@ class ModelPredictive:
             )
         self.forecast, self.days, self.horizon, self.replan_every = forecast, days, horizon, replan_every
         self.battery = battery or Battery()
+        self.smoothing = smoothing
 
     def start(self, phase: Phase, env: Any) -> None:
         data = load_data()
@@ -98,6 +101,7 @@ class ModelPredictive:
         self.price, self.carbon = data.price, data.carbon
         self.plan = np.zeros((len(phase.buildings), 0))
         self.planned_at = -(10**9)
+        self.last_action = np.zeros(len(phase.buildings))
 
     def _forecast(self, rows: np.ndarray) -> np.ndarray | None:
         """The net load of ``rows`` as the controller sees it at ``rows[0]`` (data known up to ``rows[0] - 1``)."""
@@ -114,9 +118,12 @@ class ModelPredictive:
             rows = np.arange(row, min(row + self.horizon, HOURS))
             net = self._forecast(rows)
             if net is None or len(rows) < 2:
-                return np.zeros(len(self.buildings))
+                self.last_action = np.zeros(len(self.buildings))
+                return self.last_action
             self.plan = plan(
-                net, self.price[rows], self.carbon[rows], np.clip(soc, 0.0, 1.0), self.battery, window_form=True
-            )
+                net, self.price[rows], self.carbon[rows], np.clip(soc, 0.0, 1.0), self.battery, window_form=True,
+                smoothing=self.smoothing, previous_action=self.last_action,
+            )  # fmt: skip
             self.planned_at, offset = row, 0
-        return self.plan[:, offset] * CAPACITY_TO_POWER
+        self.last_action = self.plan[:, offset]
+        return self.last_action * CAPACITY_TO_POWER

@@ -63,13 +63,17 @@ def plan(
     block: int = 730,
     window_form: bool = False,
     interior_point: bool = False,
+    smoothing: float = 0.0,
+    previous_action: np.ndarray | None = None,
 ) -> np.ndarray:
     """The battery schedule (buildings, hours) minimising the surrogate, as fractions of capacity per hour.
 
     ``net``: each building's load minus PV over the horizon, as a fraction of the battery's capacity (buildings,
     hours). ``block``: the load-factor term's block length; the published LP counts only whole blocks
     (``hours // block``, at least one) and the hours past the last whole block in no block. ``window_form``: the
-    published MPC's normalisation of the load-factor term (one block: the window).
+    published MPC's normalisation of the load-factor term (one block: the window). ``smoothing``: the published
+    MPC's penalty on each building's action changes (``smoothing x |a[t] - a[t-1]|``, from ``previous_action`` at
+    the first hour): it keeps a plan on an uncertain forecast from swinging the battery hour by hour.
     """
     buildings, hours = net.shape
     if price.shape != (hours,) or carbon.shape != (hours,) or initial_soc.shape != (buildings,):
@@ -87,7 +91,8 @@ def plan(
     mu0 = 4 * cells
     w0 = mu0 + hours
     peak0 = w0 + hours - 1
-    columns = peak0 + blocks
+    smooth0 = peak0 + blocks  # |a[b,t] - a[b,t-1]| per cell, when smoothing
+    columns = smooth0 + (cells if smoothing > 0 else 0)
     cell = np.arange(cells).reshape(buildings, hours)
     hour = np.arange(hours)
     price_base, emission_base, ramping_base, load_factor_base = _baselines(net, price, carbon, block, window_form)
@@ -109,7 +114,7 @@ def plan(
     upper = np.full(columns, np.inf)
     upper[x0 : y0 + cells] = battery.max_rate
     upper[soc0 : soc0 + cells] = 1.0
-    lower[peak0:] = -np.inf
+    lower[peak0 : peak0 + blocks] = -np.inf
 
     # soc[b,t] - soc[b,t-1] - eff x[b,t] + y[b,t] / eff = (initial soc at t = 0, else 0)
     equal = ConstraintRows(columns)
@@ -163,5 +168,23 @@ def plan(
     )
     change = np.diff(district)
     b_ub = np.concatenate([-net.ravel(), -district, -change, change, -district[in_block]])
+    if smoothing > 0:  # s[b,t] >= +-(x - y)[b,t] -+ (x - y)[b,t-1] (the previous action at t = 0)
+        cost[smooth0:] = smoothing
+        start = np.zeros((buildings, hours))
+        if previous_action is not None:
+            start[:, 0] = previous_action
+        later = cell[:, 1:].ravel()
+        for sign in (1.0, -1.0):
+            below.add(
+                [
+                    (flat, x0 + flat, sign),
+                    (flat, y0 + flat, -sign),
+                    (later, x0 + later - 1, -sign),
+                    (later, y0 + later - 1, sign),
+                    (flat, smooth0 + flat, -1.0),
+                ],
+                cells,
+            )
+            b_ub = np.concatenate([b_ub, sign * start.ravel()])
     solution, _ = highs_lp.solve(cost, lower, upper, below.matrix(), b_ub, equal.matrix(), b_eq, interior_point)
     return solution[x0 : x0 + cells].reshape(buildings, hours) - solution[y0 : y0 + cells].reshape(buildings, hours)

@@ -120,3 +120,13 @@ def test_the_command_writes_page_table_json_and_figure_and_refuses_unknown_rows(
     assert len((out / "scores.csv").read_text().splitlines()) == 1 + 2 * 3
     assert main(["benchmark", "citylearn-2022", "--rows", "nope"]) == 2
     assert "choose from none, rule" in capsys.readouterr().err
+
+
+def test_smoothing_trades_objective_for_calmer_actions_from_the_previous_one():
+    rng = np.random.default_rng(0)
+    net = rng.uniform(-0.3, 0.8, (2, 24))
+    price, carbon = rng.uniform(0.1, 0.5, 24), rng.uniform(0.1, 0.3, 24)
+    free = plan(net, price, carbon, np.full(2, 0.5), window_form=True)
+    calm = plan(net, price, carbon, np.full(2, 0.5), window_form=True, smoothing=1.0, previous_action=free[:, 0])
+    changes = lambda schedule: np.abs(np.diff(schedule, axis=1)).sum()  # noqa: E731
+    assert changes(calm) < 0.5 * changes(free)
