@@ -3,6 +3,8 @@
 - :class:`NoControl`: batteries idle (the published 1.000 row).
 - :class:`CityLearnRule`: CityLearn's own ``BasicBatteryRBC`` (charge 11 % of the battery's power 06:00-14:00, give
   back 6.7 % at other hours), through its public API; the published table has no rule row.
+- :class:`SelfConsumptionRule`: what a home battery does out of the box: it takes the building's surplus PV and
+  covers its import, here the last hour's (the hour before is what a controller knows); no published counterpart.
 - :class:`PerfectForesightPlan`: the LP of ``plan_lp.py`` over the whole phase, solved once with every row known
   (the published "full-horizon LP"); ``pv_kw=4.0`` gives it the published inputs (every PV read as 4 kW).
 - :class:`ModelPredictive`: the same LP over the next 24 rows, solved again every ``replan_every`` rows from the
@@ -47,6 +49,17 @@ class CityLearnRule:
 
     def act(self, row: int, observation: list[float], soc: np.ndarray) -> np.ndarray:
         return np.asarray(self.rule.predict([observation])[0], float)
+
+
+class SelfConsumptionRule:
+    """Each battery charges the building's surplus of the hour before and discharges to cover its import, up to 5 kW:
+    the self-consumption mode home batteries ship with (no forecast, no tariff, no district)."""
+
+    def start(self, phase: Phase, env: Any) -> None:
+        self.net = load_data().net_load(phase.buildings, slice(0, HOURS))
+
+    def act(self, row: int, observation: list[float], soc: np.ndarray) -> np.ndarray:
+        return -self.net[:, row - 1] / BATTERY_POWER_KW
 
 
 class PerfectForesightPlan:

@@ -25,6 +25,7 @@ from iquitos_lightning.citylearn_2022.controllers import (
     ModelPredictive,
     NoControl,
     PerfectForesightPlan,
+    SelfConsumptionRule,
 )
 from iquitos_lightning.citylearn_2022.dataset import PHASES, PUBLISHED_PV_KW, Phase
 from iquitos_lightning.citylearn_2022.scoring import weighted_phase_score
@@ -60,6 +61,12 @@ class Reference:
 REFERENCES: dict[str, Reference] = {
     "none": Reference("no control", NoControl, "nothing (batteries idle)", "no control"),
     "rule": Reference("CityLearn rule (BasicBatteryRBC)", CityLearnRule, "the hour only (CityLearn's own rule)", None),
+    "self_consumption": Reference(
+        "self-consumption rule",
+        SelfConsumptionRule,
+        "the hour before: store its surplus, cover its import (a home battery's own mode)",
+        None,
+    ),
     "lp_published": Reference(
         "full-horizon LP, published inputs (PV 4 kW)",
         lambda: PerfectForesightPlan(pv_kw=PUBLISHED_PV_KW),

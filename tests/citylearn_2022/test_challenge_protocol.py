@@ -17,6 +17,7 @@ from iquitos_lightning.citylearn_2022.controllers import (
     ModelPredictive,
     NoControl,
     PerfectForesightPlan,
+    SelfConsumptionRule,
 )
 from iquitos_lightning.citylearn_2022.dataset import PHASES, load_data
 from iquitos_lightning.citylearn_2022.plan_lp import plan
@@ -130,3 +131,16 @@ def test_smoothing_trades_objective_for_calmer_actions_from_the_previous_one():
     calm = plan(net, price, carbon, np.full(2, 0.5), window_form=True, smoothing=1.0, previous_action=free[:, 0])
     changes = lambda schedule: np.abs(np.diff(schedule, axis=1)).sum()  # noqa: E731
     assert changes(calm) < 0.5 * changes(free)
+
+
+def test_the_self_consumption_rule_stores_the_hour_befores_surplus():
+    phase = PHASES[1].shortened(24)
+    run = run_phase(SelfConsumptionRule(), phase)
+    battery = run.control - run.baseline  # what the batteries drew (+) or gave (-)
+    surplus_before = np.minimum(run.baseline[:, :-1], 0.0)  # an exporting building's hour before
+    charging = surplus_before < -0.05
+    assert charging.any()
+    # it charges what was exported the hour before, as far as CityLearn's battery takes it (nothing once it is full)
+    stored = battery[:, 1:][charging]
+    assert np.all(stored >= -1e-9) and np.all(stored <= -surplus_before[charging] + 1e-6)
+    assert np.mean(stored > 0.01) > 0.5
