@@ -221,6 +221,7 @@ def _plot(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # lazy: plotting only here
 
+    rows = [row for row in rows if row.get("weighted") is not None]  # a row without all three phases has no bar
     labels = [row["label"] for row in rows] + [f"published: {name}" for name in PUBLISHED]
     weighted = [row["weighted"] for row in rows] + [values[3] for values in PUBLISHED.values()]
     phases = [[phase["score"] for phase in row["phases"]] for row in rows] + [list(v[:3]) for v in PUBLISHED.values()]
@@ -243,7 +244,15 @@ def _plot(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 
 
 def _score_cells(row: dict[str, Any]) -> str:
-    return " | ".join(f"{phase['score']:.3f}" for phase in row["phases"])
+    """The three phases' scores, ``-`` for a phase the row was not run on (an agent scored on phases 1-2 only)."""
+    scores = {phase["phase"]: phase["score"] for phase in row["phases"]}
+    return " | ".join(f"{scores[phase.name]:.3f}" if phase.name in scores else "-" for phase in PHASES)
+
+
+def _cell(value: float | None, bold: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"**{value:.3f}**" if bold else f"{value:.3f}"
 
 
 def page(rows: Sequence[dict[str, Any]], agents: Sequence[dict[str, Any]], whole: bool, phases: Sequence[Phase]) -> str:
@@ -272,8 +281,8 @@ def page(rows: Sequence[dict[str, Any]], agents: Sequence[dict[str, Any]], whole
         published = f"{counterpart} ({PUBLISHED[counterpart][3]:.3f})" if counterpart in PUBLISHED else "-"
         knows = row["knows"] if row.get("trained_on", "").startswith("nothing") else row["trained_on"]
         lines.append(
-            f"| {row['label']} | {knows} | {_score_cells(row)} | **{row['weighted']:.3f}** | "
-            f"{row['weighted_2022']:.3f} | {published} | {row['minutes']} |"
+            f"| {row['label']} | {knows} | {_score_cells(row)} | {_cell(row.get('weighted'), bold=True)} | "
+            f"{_cell(row.get('weighted_2022'))} | {published} | {row['minutes']} |"
         )
     lines += ["", "The published table (weighted; phases 1 / 2 / 3):", "",
               "| published row | phase 1 | phase 2 | phase 3 | weighted |", "|:---|---:|---:|---:|---:|"]  # fmt: skip

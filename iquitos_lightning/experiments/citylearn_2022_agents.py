@@ -1,0 +1,283 @@
+"""The project's agents (SAC, PPO, A2C) on the CityLearn 2022 challenge, trained through the public API and scored
+by the protocol's own replay.
+
+Why this way: an agent is an ``EnvConfig(name=<Gymnasium id>)`` away from any env (docs/reuse.md), so the agents are
+trained on :mod:`iquitos_lightning.citylearn_2022.gym_env`'s ids exactly as a user would, and their deterministic
+policy is then played inside :func:`~iquitos_lightning.citylearn_2022.simulation.run_phase` by
+:class:`PolicyController`, the same replay and score as every reference controller: the agents' rows and the
+references' differ only in the controller.
+
+Which agent for which phase (no agent trains on a (building, row) pair it is scored on):
+
+- ``problem="five"``: trained on buildings 6-10 over rows 0-5759, scored on buildings 1-5 in phases 1 and 2.
+- ``problem="phase3"``: trained on phase 3's fifteen buildings over rows 0-5759, scored on phase 3 (rows 5760-).
+
+Hyperparameters are the card's (configs/base/{sac,ppo,a2c}.yaml with the CPU profiles' networks) but for what this
+env changes: one CityLearn env, not a batch of 16-64 twins (so smaller rollouts), and SAC's rewards unscaled (this
+reward is already about -1 per hour; see :data:`CARD`).
+
+Run: ``python -m iquitos_lightning.experiments.citylearn_2022_agents --agent sac --seed 0 --frames 60000 --out DIR``
+writes the checkpoint, the learning curve (``curve.csv``: frames, seconds, evaluation return) and ``scores.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import numpy as np
+import torch
+from tensordict import TensorDict
+from torchrl.envs import ExplorationType, set_exploration_type
+
+from iquitos_lightning.agents import A2C, PPO, SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
+from iquitos_lightning.citylearn_2022.dataset import HOURS, PHASES, Phase, load_data
+from iquitos_lightning.citylearn_2022.gym_env import (
+    FIVE_BUILDINGS_ID,
+    ID_PREFIX,
+    PHASE_THREE_ID,
+    ObservationBuilder,
+    self_consumption_action,
+)
+from iquitos_lightning.citylearn_2022.scoring import weighted_phase_score
+from iquitos_lightning.citylearn_2022.simulation import run_phase
+from iquitos_lightning.fastpath.tanh_normal import evaluation_policy
+from iquitos_lightning.report.provenance import git_revision
+from iquitos_lightning.training.callbacks import PolicyEvaluation
+
+PROBLEMS: dict[str, tuple[str, tuple[int, ...]]] = {
+    "five": (ID_PREFIX + FIVE_BUILDINGS_ID, (0, 1)),  # the Gymnasium id, and the indices in PHASES it is scored on
+    "phase3": (ID_PREFIX + PHASE_THREE_ID, (2,)),
+    # the same rows with the reward relative to no battery (gym_env.RELATIVE_SUFFIX)
+    "five_relative": (ID_PREFIX + FIVE_BUILDINGS_ID.replace("-v0", "Relative-v0"), (0, 1)),
+    "phase3_relative": (ID_PREFIX + PHASE_THREE_ID.replace("-v0", "Relative-v0"), (2,)),
+    # relative reward, the agent acting around the self-consumption rule (gym_env.RESIDUAL_SUFFIX)
+    "five_residual": (ID_PREFIX + FIVE_BUILDINGS_ID.replace("-v0", "ResidualRelative-v0"), (0, 1)),
+    "phase3_residual": (ID_PREFIX + PHASE_THREE_ID.replace("-v0", "ResidualRelative-v0"), (2,)),
+}
+# Per agent: the card's settings (configs/base/*.yaml, CPU networks) adapted to one CityLearn env.
+CARD: dict[str, dict[str, Any]] = {
+    "sac": {
+        "hidden_sizes": (64, 64), "batch_size": 256, "actor_lr": 3e-4, "critic_lr": 1e-3, "alpha_lr": 1e-3,
+        "alpha_init": 0.1, "gamma": 0.99, "tau": 0.005, "updates_per_frame": 0.25, "init_random_frames": 5_000,
+        "reward_scale": 1.0,  # the card's 0.1 tamed the site's rewards; these are about -1 per hour already
+        "frames_per_batch": 256,
+    },
+    "ppo": {
+        "hidden_sizes": (64, 64), "activation": "tanh", "lr": 3e-4, "gamma": 0.995, "gae_lambda": 0.95,
+        "clip_epsilon": 0.2, "epochs": 10, "entropy_coef": 0.0, "max_grad_norm": 0.5, "reward_normalization": False,
+        "reward_scale": 0.05, "policy_scale": "state", "initialisation": "default", "minibatch_size": 256,
+        "frames_per_batch": 2_048,  # the card's 8,192 came from 64 twins; one env fills 2,048 in ~3 episodes
+    },
+    "a2c": {
+        "hidden_sizes": (64, 64), "activation": "tanh", "lr": 3e-4, "lr_anneal": True, "gamma": 0.995,
+        "gae_lambda": 0.95, "entropy_coef": 0.0, "max_grad_norm": 0.5, "reward_normalization": False,
+        "reward_scale": 0.05, "policy_scale": "parameter", "initial_scale": 0.5, "initialisation": "default",
+        "frames_per_batch": 1_024, "noise_hold_steps": 24,
+    },
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TrainedAgent:
+    """What :func:`train_agent` leaves: the agent (its policy), where its checkpoint and learning curve are."""
+
+    agent: Any
+    name: str
+    problem: str
+    seed: int
+    frames: int
+    seconds: float
+    checkpoint: Path
+    curve: Path
+
+
+class LearningCurve(pl.Callback):
+    """Appends each evaluation's return (``val/episode_return``, the mean of the evaluation episodes: fixed windows
+    of the training rows) to a CSV with the frames trained and the wall seconds: the run's learning curve."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.started = time.perf_counter()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", newline="") as file:
+            csv.writer(file).writerow(["frames", "seconds", "episode_return"])
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        value = trainer.callback_metrics.get("val/episode_return")
+        if trainer.sanity_checking or value is None:
+            return
+        row = [int(getattr(pl_module, "frames_done", 0)), round(time.perf_counter() - self.started, 1), float(value)]
+        with self.path.open("a", newline="") as file:
+            csv.writer(file).writerow(row)
+
+
+def make_agent(agent: str, seed: int, frames: int, problem: str = "five", eval_every: int | None = None) -> Any:
+    """The agent ``agent`` ("sac", "ppo", "a2c") with the card's settings on ``problem``'s training id."""
+    if agent not in CARD:
+        raise ValueError(f"agent {agent!r}: use one of {sorted(CARD)}")
+    settings = dict(CARD[agent])
+    batch = settings.pop("frames_per_batch")
+    hold = settings.pop("noise_hold_steps", 1)
+    periods = max(round((eval_every or frames // 8) / batch), 1)
+    rollout = RolloutConfig(
+        frame_budget=frames, frames_per_batch=batch, eval_every_frames=periods * batch, eval_episodes=2,
+        noise_hold_steps=hold,
+    )  # fmt: skip
+    env = EnvConfig(name=PROBLEMS[problem][0], seed=seed)
+    if agent == "sac":
+        settings["init_random_frames"] = min(settings["init_random_frames"], frames // 4)
+        return SAC(env=env, rollout=rollout, buffer=ReplayBufferConfig(capacity=max(frames, 1)), **settings)
+    return (PPO if agent == "ppo" else A2C)(env=env, rollout=rollout, **settings)
+
+
+def train_agent(
+    agent: str, seed: int, frames: int, out_dir: Path | str, problem: str = "five", eval_every: int | None = None
+) -> TrainedAgent:
+    """Train ``agent`` for ``frames`` env frames on ``problem`` (module docstring), seeded by ``seed``; write
+    ``final.ckpt`` and ``curve.csv`` (evaluations every ``eval_every`` frames, default 8 per run) under ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    pl.seed_everything(seed, workers=True, verbose=False)
+    started = time.perf_counter()
+    module = make_agent(agent, seed, frames, problem, eval_every)
+    curve = LearningCurve(out / "curve.csv")
+    trainer = pl.Trainer(
+        max_epochs=-1, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, num_sanity_val_steps=0, callbacks=[PolicyEvaluation(), curve],
+    )  # fmt: skip
+    trainer.fit(module)
+    checkpoint = out / "final.ckpt"
+    trainer.save_checkpoint(checkpoint)
+    seconds = time.perf_counter() - started
+    return TrainedAgent(module, agent, problem, seed, int(module.frames_done), seconds, checkpoint, curve.path)
+
+
+def deterministic_policy(agent: Any) -> Callable[[np.ndarray], np.ndarray]:
+    """``agent``'s evaluated policy at its mode (as its evaluations play it), as a function of one observation."""
+    policy = evaluation_policy(agent.evaluated_policy)
+    device = agent.device
+
+    def act(observation: np.ndarray) -> np.ndarray:
+        state = TensorDict({"observation": torch.as_tensor(observation, dtype=torch.float32, device=device)}, [])
+        with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+            return policy(state)["action"].cpu().numpy().astype(float)
+
+    return act
+
+
+class PolicyController:
+    """A policy of observations played inside ``run_phase``: it builds, for row ``r``, the observation the env
+    builds (:class:`~iquitos_lightning.citylearn_2022.gym_env.ObservationBuilder`) from the data up to ``r - 1``,
+    CityLearn's net consumption of the rows simulated so far and the batteries' state ``run_phase`` hands it."""
+
+    def __init__(self, policy: Callable[[np.ndarray], np.ndarray], residual: bool = False) -> None:
+        self.policy = policy
+        self.residual = residual  # the policy acts around the self-consumption rule, as it trained
+        self.observations: list[np.ndarray] = []  # what the policy saw, row by row (a test compares them)
+
+    def start(self, phase: Phase, env: Any) -> None:
+        self.phase, self.env = phase, env
+        self.builder = ObservationBuilder(phase.buildings)
+        self.net_without = load_data().net_load(phase.buildings, slice(0, HOURS))
+        self.observations = []
+
+    def act(self, row: int, observation: list[float], soc: np.ndarray) -> np.ndarray:
+        index = row - 1 - self.phase.first
+        net = np.array([building.net_electricity_consumption[index] for building in self.env.buildings], float)
+        self.builder.record(row - 1, net)
+        seen = self.builder.observe(row, soc)
+        self.observations.append(seen)
+        rule = self_consumption_action(self.net_without, row) if self.residual else 0.0
+        return self.policy(seen) + rule
+
+
+def score_agent(trained: TrainedAgent, hours: int | None = None) -> dict[str, dict[str, float]]:
+    """The trained policy's score on each phase its problem is scored on (``hours``: the phases' first hours only,
+    for a quick look), with the replay's wall seconds and the rows scored (phase 3: 2,999, ``simulation.py``)."""
+    policy = deterministic_policy(trained.agent)
+    scores = {}
+    for index in PROBLEMS[trained.problem][1]:
+        phase = PHASES[index] if hours is None else PHASES[index].shortened(hours)
+        run = run_phase(PolicyController(policy, residual=trained.problem.endswith("_residual")), phase)
+        scores[phase.name] = run.score.as_dict() | {"seconds": run.seconds, "hours": int(run.control.shape[1])}
+    return scores
+
+
+TRAINED_ON = {
+    "five": "buildings 6-10, days 0-240 (absolute hourly reward); scored on buildings 1-5",
+    "five_relative": "buildings 6-10, days 0-240 (reward relative to no battery); scored on buildings 1-5",
+    "five_residual": "buildings 6-10, days 0-240, acting around the self-consumption rule; scored on buildings 1-5",
+    "phase3": "phase 3's buildings, days 0-240 (absolute hourly reward); scored on days 240-365",
+    "phase3_relative": "phase 3's buildings, days 0-240 (reward relative to no battery); scored on days 240-365",
+    "phase3_residual": "phase 3's buildings, days 0-240, around the self-consumption rule; scored on days 240-365",
+}
+
+
+def record_row(path: Path, result: dict[str, Any], command: str) -> None:
+    """Add (or replace) the run's row in ``path``, in the benchmark page's row format: the phases it was scored on,
+    what it trained on, its minutes, command and revision; the weighted scores only when it has all three phases."""
+    phases = [{"phase": name, **values} for name, values in result["phases"].items()]
+    whole = len(phases) == len(PHASES) and all(phase["hours"] == PHASES[i].hours for i, phase in enumerate(phases))
+    key = f"{result['agent']}_{result['problem']}_s{result['seed']}"
+    row = {
+        "key": key,
+        "label": f"{result['agent'].upper()} {result['problem']}, seed {result['seed']}, {result['frames']:,} frames",
+        "knows": "the hour before (2.2b0's order)",
+        "trained_on": TRAINED_ON[result["problem"]],
+        "counterpart": None,
+        "phases": phases,
+        "weighted": weighted_phase_score(phases) if whole else None,
+        "weighted_2022": weighted_phase_score(phases, key="score_2022") if whole else None,
+        "minutes": round((result["train_seconds"] + result["score_seconds"]) / 60, 1),
+        "command": command,
+        "revision": git_revision(),
+    }
+    rows = json.loads(path.read_text())["rows"] if path.exists() else []
+    rows = [existing for existing in rows if existing["key"] != key] + [row]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"rows": sorted(rows, key=lambda entry: entry["key"])}, indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agent", default="sac", choices=sorted(CARD))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--frames", type=int, default=60_000)
+    parser.add_argument("--problem", default="five", choices=sorted(PROBLEMS))
+    parser.add_argument("--eval-every", type=int, default=None)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--record",
+        type=Path,
+        default=None,
+        help="add the run's row to this agents.json (results/citylearn-2022/agents.json: the benchmark page reads it)",
+    )
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    trained = train_agent(args.agent, args.seed, args.frames, args.out, args.problem, args.eval_every)
+    scored = time.perf_counter()
+    scores = score_agent(trained)
+    result = {
+        "agent": trained.name, "problem": trained.problem, "seed": trained.seed, "frames": trained.frames,
+        "train_seconds": round(trained.seconds, 1), "score_seconds": round(time.perf_counter() - scored, 1),
+        "checkpoint": str(trained.checkpoint), "curve": str(trained.curve), "phases": scores,
+    }  # fmt: skip
+    (args.out / "scores.json").write_text(json.dumps(result, indent=2))
+    if args.record is not None:
+        command = "python -m iquitos_lightning.experiments.citylearn_2022_agents " + " ".join(argv or sys.argv[1:])
+        record_row(args.record, result, command)
+    summary = {name: round(values["score"], 4) for name, values in scores.items()}
+    print(json.dumps({k: v for k, v in result.items() if k != "phases"} | {"scores": summary}))
+
+
+if __name__ == "__main__":
+    main()
