@@ -189,6 +189,7 @@ def run_benchmark(rows: Sequence[str], phases: Sequence[Phase], out: Path, comma
     (out / "scores.json").write_text(json.dumps({"whole_phases": whole, "rows": ordered}, indent=2) + "\n")
     _write_csv(out / "scores.csv", [*ordered, *agents])
     _plot(out / "weighted_scores.png", [*ordered, *agents])
+    _plot_curves(out / "learning_curves.png", out / "curves", agents)
     (out / "README.md").write_text(page(ordered, agents, whole, phases))
     print(f"benchmark citylearn-2022: {len(rows)} rows in {(time.perf_counter() - started) / 60:.1f} min -> {out}")
 
@@ -211,7 +212,8 @@ def _write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
         writer.writerow(["row", "phase", "seconds", *kpis])
         for row in rows:
             for phase in row["phases"]:
-                writer.writerow([row["label"], phase["phase"], phase["seconds"], *(phase[kpi] for kpi in kpis)])
+                writer.writerow([row["label"], phase["phase"], phase.get("seconds", ""),
+                                 *(phase.get(kpi, "") for kpi in kpis)])  # fmt: skip
 
 
 def _plot(path: Path, rows: Sequence[dict[str, Any]]) -> None:
@@ -240,6 +242,34 @@ def _plot(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     axes.set_title("CityLearn 2022 data, published protocol:\nthis project (blue) beside the published table (grey)")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def _plot_curves(path: Path, folder: Path, agents: Sequence[dict[str, Any]]) -> None:
+    """Each agent run's evaluation return against its frames (``curves/<key>.csv``, copied from its run), one panel
+    per reward (absolute, relative to no battery, residual): the learning curves beside the table."""
+    import matplotlib  # lazy: plotting only here
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # lazy: plotting only here
+
+    curves = {row["key"]: folder / f"{row['key']}.csv" for row in agents if (folder / f"{row['key']}.csv").exists()}
+    if not curves:
+        return
+    kinds = ["relative" if "relative" in key else "residual" if "residual" in key else "absolute" for key in curves]
+    panels = sorted(set(kinds))
+    figure, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.4), squeeze=False)
+    for (key, csv_path), kind in zip(curves.items(), kinds, strict=True):
+        with csv_path.open() as file:
+            points = [(int(row["frames"]), float(row["episode_return"])) for row in csv.DictReader(file)]
+        axis = axes[0][panels.index(kind)]
+        axis.plot([frames for frames, _ in points], [value for _, value in points], marker="o", label=key)
+        axis.set_title(f"reward: {kind}", fontsize=9)
+        axis.set_xlabel("frames")
+        axis.legend(fontsize=7)
+    axes[0][0].set_ylabel("evaluation return (2 windows of 720 h)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
     plt.close(figure)
 
 
@@ -284,6 +314,14 @@ def page(rows: Sequence[dict[str, Any]], agents: Sequence[dict[str, Any]], whole
             f"| {row['label']} | {knows} | {_score_cells(row)} | {_cell(row.get('weighted'), bold=True)} | "
             f"{_cell(row.get('weighted_2022'))} | {published} | {row['minutes']} |"
         )
+    if agents:
+        lines += [
+            "",
+            "Agent rows (`agents.json`): each run's deterministic policy replayed by the same protocol; the column "
+            "says what it trained on (never a scored building-hour); its minutes are training plus scoring on one "
+            "core beside other runs. A phase it was not scored on is `-`, and a row without all three phases has no "
+            "weighted score.",
+        ]
     lines += ["", "The published table (weighted; phases 1 / 2 / 3):", "",
               "| published row | phase 1 | phase 2 | phase 3 | weighted |", "|:---|---:|---:|---:|---:|"]  # fmt: skip
     for name, values in PUBLISHED.items():
@@ -294,6 +332,16 @@ def page(rows: Sequence[dict[str, Any]], agents: Sequence[dict[str, Any]], whole
         "",
         "*Each row's weighted score (bar) and its three phases (dots); the published rows in grey.*",
         "",
+        *(
+            [
+                "![learning curves](learning_curves.png)",
+                "",
+                "*The agents' evaluation returns while training (fixed windows of their training rows).*",
+                "",
+            ]
+            if agents
+            else []
+        ),
         "## Made by",
         "",
     ]

@@ -108,17 +108,24 @@ def test_perfect_foresight_and_mpc_beat_no_control_and_past_days_idles_without_a
 
 
 def test_the_command_writes_page_table_json_and_figure_and_refuses_unknown_rows(tmp_path, capsys):
-    assert (
-        main(["benchmark", "citylearn-2022", "--rows", "none,rule", "--hours", "30", "--results", str(tmp_path)]) == 0
-    )
     out = tmp_path / "citylearn-2022"
+    (out / "curves").mkdir(parents=True)  # an agent's run, as citylearn_2022_agents --record leaves it
+    agent = {"key": "sac_five_s0", "label": "SAC five", "knows": "the hour before", "trained_on": "buildings 6-10",
+             "counterpart": None, "phases": [{"phase": "phase 1", "score": 0.95}, {"phase": "phase 2", "score": 0.97}],
+             "weighted": None, "weighted_2022": None, "minutes": 9.0, "command": "x", "revision": "y"}  # fmt: skip
+    (out / "agents.json").write_text(json.dumps({"rows": [agent]}))
+    (out / "curves" / "sac_five_s0.csv").write_text("frames,seconds,episode_return\n100,1,-5\n200,2,-4\n")
+    command = ["benchmark", "citylearn-2022", "--rows", "none,rule", "--hours", "30", "--results", str(tmp_path)]
+    assert main(command) == 0
     saved = json.loads((out / "scores.json").read_text())
     assert [row["key"] for row in saved["rows"]] == ["none", "rule"] and saved["whole_phases"] is False
     assert saved["rows"][0]["weighted"] == 1.0
     page = (out / "README.md").read_text()
     assert "first 30 hours only" in page and "MPC + LightGBM/persistence average | 0.834" in page
     assert (out / "weighted_scores.png").stat().st_size > 10_000
-    assert len((out / "scores.csv").read_text().splitlines()) == 1 + 2 * 3
+    assert len((out / "scores.csv").read_text().splitlines()) == 1 + 2 * 3 + 2  # the agent's two phases too
+    assert "| SAC five | buildings 6-10 | 0.950 | 0.970 | - | - | - | - | 9.0 |" in page
+    assert (out / "learning_curves.png").stat().st_size > 5_000
     assert main(["benchmark", "citylearn-2022", "--rows", "nope"]) == 2
     assert "choose from none, rule" in capsys.readouterr().err
 
