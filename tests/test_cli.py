@@ -171,7 +171,7 @@ def test_top_level_help_lists_every_command_and_says_no_arguments_runs_the_main_
     printed = capsys.readouterr().out
     listed = {match.group(1) for match in re.finditer(r"^    (\S+)", printed, re.MULTILINE)}
     commands = {"fit", "validate", "test", "predict", "build-site", "baselines", "bench", "gpu-check", "compare"}
-    commands |= {"tune", "tune-reference", "test-years"}
+    commands |= {"tune", "tune-reference", "test-years", "benchmark"}
     assert listed == commands
     assert "With no command it runs the main job" in " ".join(printed.split())  # argparse wraps lines
 

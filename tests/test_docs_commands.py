@@ -68,6 +68,15 @@ def test_every_documented_command_parses(arguments: str, capsys: pytest.CaptureF
 
         known = _help_text(bench_main if command == "bench" else gpu_check_main, ["--help"])
         assert [flag for flag in _flags(rest) if flag not in known] == [], arguments
+    elif command == "benchmark":  # its own parser, after the benchmark's name
+        from iquitos_lightning.experiments.citylearn_2022 import build_parser
+
+        assert rest[:1] == ["citylearn-2022"], arguments
+        build_parser().parse_args(rest[1:])
+    elif command == ".experiments.citylearn_2022_agents":  # the agents on the benchmark: a module of its own
+        from iquitos_lightning.experiments.citylearn_2022_agents import build_parser
+
+        build_parser().parse_args(rest)
     else:
         _project_parser().parse_args(tokens)  # an unknown flag or a bad value exits with argparse's message
 

@@ -106,7 +106,7 @@ REFERENCES: dict[str, Reference] = {
 }
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m iquitos_lightning benchmark citylearn-2022",
         description="The published CityLearn 2022 protocol (three phases of the challenge's measured data) for the "
@@ -133,7 +133,7 @@ def main(args: Sequence[str]) -> int:
         print("error: benchmark needs a benchmark name: citylearn-2022 (see `benchmark citylearn-2022 --help`)",
               file=sys.stderr)  # fmt: skip
         return 2
-    namespace = _parser().parse_args(list(args[1:]))
+    namespace = build_parser().parse_args(list(args[1:]))
     rows = [row.strip() for row in namespace.rows.split(",") if row.strip()]
     unknown = [row for row in rows if row not in REFERENCES]
     if unknown or not rows:

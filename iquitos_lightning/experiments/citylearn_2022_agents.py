@@ -224,7 +224,8 @@ TRAINED_ON = {
 
 def record_row(path: Path, result: dict[str, Any], command: str) -> None:
     """Add (or replace) the run's row in ``path``, in the benchmark page's row format: the phases it was scored on,
-    what it trained on, its minutes, command and revision; the weighted scores only when it has all three phases."""
+    what it trained on, its minutes, command and revision; the weighted scores only when it has all three phases.
+    Its learning curve is copied beside it (``curves/<key>.csv``)."""
     phases = [{"phase": name, **values} for name, values in result["phases"].items()]
     whole = len(phases) == len(PHASES) and all(phase["hours"] == PHASES[i].hours for i, phase in enumerate(phases))
     key = f"{result['agent']}_{result['problem']}_s{result['seed']}"
@@ -245,9 +246,13 @@ def record_row(path: Path, result: dict[str, Any], command: str) -> None:
     rows = [existing for existing in rows if existing["key"] != key] + [row]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"rows": sorted(rows, key=lambda entry: entry["key"])}, indent=2) + "\n")
+    curves = path.parent / "curves"  # the page's learning_curves.png reads them
+    curves.mkdir(exist_ok=True)
+    (curves / f"{key}.csv").write_text(Path(result["curve"]).read_text())
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m iquitos_lightning.experiments.citylearn_2022_agents``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agent", default="sac", choices=sorted(CARD))
     parser.add_argument("--seed", type=int, default=0)
@@ -261,7 +266,11 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="add the run's row to this agents.json (results/citylearn-2022/agents.json: the benchmark page reads it)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     torch.set_num_threads(1)
     trained = train_agent(args.agent, args.seed, args.frames, args.out, args.problem, args.eval_every)
     scored = time.perf_counter()
