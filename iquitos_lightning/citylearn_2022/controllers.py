@@ -51,6 +51,12 @@ class CityLearnRule:
         return np.asarray(self.rule.predict([observation])[0], float)
 
 
+def self_consumption_action(net: np.ndarray, row: int) -> np.ndarray:
+    """The self-consumption rule's CityLearn 3 action for ``row``: minus the hour before's net load (kWh, without
+    battery; ``net`` is (buildings, hours) of the year) over the battery's 5 kW."""
+    return -net[:, row - 1] / BATTERY_POWER_KW
+
+
 class SelfConsumptionRule:
     """Each battery charges the building's surplus of the hour before and discharges to cover its import, up to 5 kW:
     the self-consumption mode home batteries ship with (no forecast, no tariff, no district)."""
@@ -59,7 +65,7 @@ class SelfConsumptionRule:
         self.net = load_data().net_load(phase.buildings, slice(0, HOURS))
 
     def act(self, row: int, observation: list[float], soc: np.ndarray) -> np.ndarray:
-        return -self.net[:, row - 1] / BATTERY_POWER_KW
+        return self_consumption_action(self.net, row)
 
 
 class PerfectForesightPlan:

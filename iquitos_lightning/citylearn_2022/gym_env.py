@@ -33,6 +33,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from iquitos_lightning.citylearn_2022.controllers import self_consumption_action
 from iquitos_lightning.citylearn_2022.dataset import BATTERY_POWER_KW, HOURS, SCHEMA, load_data
 from iquitos_lightning.citylearn_2022.scoring import HOURS_PER_DAY, peak, ramping
 
@@ -163,11 +164,6 @@ def hourly_reward(
     return -(cost + emissions + (ramp + 3.0 * peak_rise) / 4.0) / 3.0
 
 
-def self_consumption_action(net_without: np.ndarray, row: int) -> np.ndarray:
-    """The self-consumption rule's CityLearn 3 action for ``row``: minus the hour before's net load over 5 kW."""
-    return -net_without[:, row - 1] / BATTERY_POWER_KW
-
-
 class CityLearnChallengeEnv(gym.Env):
     """CityLearn 3.0.2's central agent over ``buildings`` and rows ``first..last``, one step behind (module docstring).
 
@@ -213,7 +209,7 @@ class CityLearnChallengeEnv(gym.Env):
         # scores 0.88-0.89 on phases 1-2; the agent learns what to do differently (time the tariff, shave the peaks).
         self.residual = residual
         self.without_battery = ObservationBuilder(self.buildings)
-        self.net_without = load_data().net_load(self.buildings, slice(0, HOURS))
+        self.net_without = self.observer.net  # the year's net load without battery, per building (kWh)
         data = load_data()
         self.price, self.carbon = data.price, data.carbon
         count = len(self.buildings)

@@ -39,13 +39,13 @@ from tensordict import TensorDict
 from torchrl.envs import ExplorationType, set_exploration_type
 
 from iquitos_lightning.agents import A2C, PPO, SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
-from iquitos_lightning.citylearn_2022.dataset import HOURS, PHASES, Phase, load_data
+from iquitos_lightning.citylearn_2022.controllers import self_consumption_action
+from iquitos_lightning.citylearn_2022.dataset import PHASES, Phase
 from iquitos_lightning.citylearn_2022.gym_env import (
     FIVE_BUILDINGS_ID,
     ID_PREFIX,
     PHASE_THREE_ID,
     ObservationBuilder,
-    self_consumption_action,
 )
 from iquitos_lightning.citylearn_2022.scoring import weighted_phase_score
 from iquitos_lightning.citylearn_2022.simulation import run_phase
@@ -187,7 +187,6 @@ class PolicyController:
     def start(self, phase: Phase, env: Any) -> None:
         self.phase, self.env = phase, env
         self.builder = ObservationBuilder(phase.buildings)
-        self.net_without = load_data().net_load(phase.buildings, slice(0, HOURS))
         self.observations = []
 
     def act(self, row: int, observation: list[float], soc: np.ndarray) -> np.ndarray:
@@ -196,7 +195,7 @@ class PolicyController:
         self.builder.record(row - 1, net)
         seen = self.builder.observe(row, soc)
         self.observations.append(seen)
-        rule = self_consumption_action(self.net_without, row) if self.residual else 0.0
+        rule = self_consumption_action(self.builder.net, row) if self.residual else 0.0
         return self.policy(seen) + rule
 
 
