@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -273,6 +274,31 @@ def _plot_curves(path: Path, folder: Path, agents: Sequence[dict[str, Any]]) -> 
     plt.close(figure)
 
 
+def seed_summary(agents: Sequence[dict[str, Any]]) -> list[str]:
+    """The agents' runs with every phase scored, grouped by agent and problem: each phase's mean and the weighted
+    score's mean, standard deviation (over seeds, ``ddof=1``) and range; what a reader compares with the
+    references, one seed being no result."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in agents:
+        if row.get("weighted") is not None:
+            groups.setdefault(row["key"].rsplit("_s", 1)[0], []).append(row)
+    if not groups:
+        return []
+    lines = ["", "Over seeds (the runs above with all three phases):", "",
+             "| agent, problem | seeds | phase 1 | phase 2 | phase 3 | weighted mean | sd | min - max |",
+             "|:---|---:|---:|---:|---:|---:|---:|:---|"]  # fmt: skip
+    for name, runs in sorted(groups.items()):
+        phases = [statistics.fmean(run["phases"][index]["score"] for run in runs) for index in range(len(PHASES))]
+        weighted = [run["weighted"] for run in runs]
+        spread = f"{statistics.stdev(weighted):.3f}" if len(weighted) > 1 else "-"
+        lines.append(
+            f"| {name} | {len(runs)} | "
+            + " | ".join(f"{value:.3f}" for value in phases)
+            + f" | **{statistics.fmean(weighted):.3f}** | {spread} | {min(weighted):.3f} - {max(weighted):.3f} |"
+        )
+    return lines
+
+
 def _score_cells(row: dict[str, Any]) -> str:
     """The three phases' scores, ``-`` for a phase the row was not run on (an agent scored on phases 1-2 only)."""
     scores = {phase["phase"]: phase["score"] for phase in row["phases"]}
@@ -321,6 +347,7 @@ def page(rows: Sequence[dict[str, Any]], agents: Sequence[dict[str, Any]], whole
             "says what it trained on (never a scored building-hour); its minutes are training plus scoring on one "
             "core beside other runs. A phase it was not scored on is `-`, and a row without all three phases has no "
             "weighted score.",
+            *seed_summary(agents),
         ]
     lines += ["", "The published table (weighted; phases 1 / 2 / 3):", "",
               "| published row | phase 1 | phase 2 | phase 3 | weighted |", "|:---|---:|---:|---:|---:|"]  # fmt: skip

@@ -39,6 +39,7 @@ from tensordict import TensorDict
 from torchrl.envs import ExplorationType, set_exploration_type
 
 from iquitos_lightning.agents import A2C, PPO, SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
+from iquitos_lightning.citylearn_2022.building_env import BUILDING_ID, BUILDING_RESIDUAL_ID, BuildingObservation
 from iquitos_lightning.citylearn_2022.controllers import self_consumption_action
 from iquitos_lightning.citylearn_2022.dataset import PHASES, Phase
 from iquitos_lightning.citylearn_2022.gym_env import (
@@ -51,8 +52,11 @@ from iquitos_lightning.citylearn_2022.scoring import weighted_phase_score
 from iquitos_lightning.citylearn_2022.simulation import run_phase
 from iquitos_lightning.fastpath.tanh_normal import evaluation_policy
 from iquitos_lightning.report.provenance import git_revision
+from iquitos_lightning.report.run_report import plot_health, write_rows_csv
 from iquitos_lightning.training.callbacks import PolicyEvaluation
+from iquitos_lightning.training.callbacks.report import health_signals
 
+BUILDING_PREFIX = "iquitos_lightning.citylearn_2022.building_env:"
 PROBLEMS: dict[str, tuple[str, tuple[int, ...]]] = {
     "five": (ID_PREFIX + FIVE_BUILDINGS_ID, (0, 1)),  # the Gymnasium id, and the indices in PHASES it is scored on
     "phase3": (ID_PREFIX + PHASE_THREE_ID, (2,)),
@@ -62,7 +66,11 @@ PROBLEMS: dict[str, tuple[str, tuple[int, ...]]] = {
     # relative reward, the agent acting around the self-consumption rule (gym_env.RESIDUAL_SUFFIX)
     "five_residual": (ID_PREFIX + FIVE_BUILDINGS_ID.replace("-v0", "ResidualRelative-v0"), (0, 1)),
     "phase3_residual": (ID_PREFIX + PHASE_THREE_ID.replace("-v0", "ResidualRelative-v0"), (2,)),
+    # one building's battery on the twin, a policy shared by every building of every phase (building_env.py)
+    "building": (BUILDING_PREFIX + BUILDING_ID, (0, 1, 2)),
+    "building_residual": (BUILDING_PREFIX + BUILDING_RESIDUAL_ID, (0, 1, 2)),
 }
+PER_BUILDING = ("building", "building_residual")  # the problems whose policy acts on one building's observation
 # Per agent: the card's settings (configs/base/*.yaml, CPU networks) adapted to one CityLearn env.
 CARD: dict[str, dict[str, Any]] = {
     "sac": {
@@ -84,6 +92,20 @@ CARD: dict[str, dict[str, Any]] = {
         "frames_per_batch": 1_024, "noise_hold_steps": 24,
     },
 }  # fmt: skip
+# What the per-building problems change (building_env.py): their reward is relative to no battery, about +0.07 an
+# hour for the self-consumption rule and -0.9 for random actions, twenty times smaller than the central absolute
+# reward the card's scales were set on; one twin steps fast enough for the card's PPO batch of 8,192 frames.
+PER_BUILDING_SETTINGS: dict[str, dict[str, Any]] = {
+    "sac": {"reward_scale": 10.0, "frames_per_batch": 1_024},
+    "ppo": {
+        "reward_scale": 1.0,
+        "frames_per_batch": 8_192,
+        "minibatch_size": 512,
+        "policy_scale": "parameter",
+        "initial_scale": 0.2,
+    },
+    "a2c": {"reward_scale": 1.0, "frames_per_batch": 2_048, "initial_scale": 0.2},
+}
 
 
 @dataclass(frozen=True)
@@ -102,29 +124,49 @@ class TrainedAgent:
 
 class LearningCurve(pl.Callback):
     """Appends each evaluation's return (``val/episode_return``, the mean of the evaluation episodes: fixed windows
-    of the training rows) to a CSV with the frames trained and the wall seconds: the run's learning curve."""
+    of the training rows) to a CSV with the frames trained and the wall seconds: the run's learning curve; and keeps
+    the health signals of every update (the ``health/*`` a training step returns: KL, clip fraction, explained
+    variance, entropy, Q values, alpha...), written beside it as ``health.csv`` and drawn with the evaluation return
+    as ``health.png`` when the fit ends, as the Iquitos runs' reports draw them."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.health_path = path.with_name("health.csv")
         self.started = time.perf_counter()
+        self.health: list[dict[str, float]] = []
+        self.evaluations: list[dict[str, float]] = []
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("w", newline="") as file:
             csv.writer(file).writerow(["frames", "seconds", "episode_return"])
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        signals = health_signals(outputs)
+        if signals:
+            self.health.append({"frames": float(getattr(pl_module, "frames_done", trainer.global_step)), **signals})
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         value = trainer.callback_metrics.get("val/episode_return")
         if trainer.sanity_checking or value is None:
             return
         row = [int(getattr(pl_module, "frames_done", 0)), round(time.perf_counter() - self.started, 1), float(value)]
+        self.evaluations.append({"frames": row[0], "episode_return": row[2]})
         with self.path.open("a", newline="") as file:
             csv.writer(file).writerow(row)
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.health:
+            write_rows_csv(self.health_path, self.health)
+            figure = self.health_path.with_suffix(".png")
+            plot_health(self.health, self.evaluations, figure, title=self.path.parent.name)
 
 
 def make_agent(agent: str, seed: int, frames: int, problem: str = "five", eval_every: int | None = None) -> Any:
     """The agent ``agent`` ("sac", "ppo", "a2c") with the card's settings on ``problem``'s training id."""
     if agent not in CARD:
         raise ValueError(f"agent {agent!r}: use one of {sorted(CARD)}")
-    settings = dict(CARD[agent])
+    settings = dict(CARD[agent]) | (PER_BUILDING_SETTINGS[agent] if problem in PER_BUILDING else {})
     batch = settings.pop("frames_per_batch")
     hold = settings.pop("noise_hold_steps", 1)
     periods = max(round((eval_every or frames // 8) / batch), 1)
@@ -162,12 +204,14 @@ def train_agent(
 
 
 def deterministic_policy(agent: Any) -> Callable[[np.ndarray], np.ndarray]:
-    """``agent``'s evaluated policy at its mode (as its evaluations play it), as a function of one observation."""
+    """``agent``'s evaluated policy at its mode (as its evaluations play it), as a function of one observation or of
+    a batch of them (one row per building)."""
     policy = evaluation_policy(agent.evaluated_policy)
     device = agent.device
 
     def act(observation: np.ndarray) -> np.ndarray:
-        state = TensorDict({"observation": torch.as_tensor(observation, dtype=torch.float32, device=device)}, [])
+        seen = torch.as_tensor(observation, dtype=torch.float32, device=device)
+        state = TensorDict({"observation": seen}, seen.shape[:-1])  # one observation, or a batch (per building)
         with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
             return policy(state)["action"].cpu().numpy().astype(float)
 
@@ -176,17 +220,23 @@ def deterministic_policy(agent: Any) -> Callable[[np.ndarray], np.ndarray]:
 
 class PolicyController:
     """A policy of observations played inside ``run_phase``: it builds, for row ``r``, the observation the env
-    builds (:class:`~iquitos_lightning.citylearn_2022.gym_env.ObservationBuilder`) from the data up to ``r - 1``,
-    CityLearn's net consumption of the rows simulated so far and the batteries' state ``run_phase`` hands it."""
+    builds from the data up to ``r - 1``, CityLearn's net consumption of the rows simulated so far and the batteries'
+    state ``run_phase`` hands it: the district's (:class:`~iquitos_lightning.citylearn_2022.gym_env.
+    ObservationBuilder`), or with ``per_building`` each building's (:class:`~iquitos_lightning.citylearn_2022.
+    building_env.BuildingObservation`), the one policy then acting on every battery as a batch."""
 
-    def __init__(self, policy: Callable[[np.ndarray], np.ndarray], residual: bool = False) -> None:
+    def __init__(
+        self, policy: Callable[[np.ndarray], np.ndarray], residual: bool = False, per_building: bool = False
+    ) -> None:
         self.policy = policy
         self.residual = residual  # the policy acts around the self-consumption rule, as it trained
+        self.per_building = per_building
         self.observations: list[np.ndarray] = []  # what the policy saw, row by row (a test compares them)
 
     def start(self, phase: Phase, env: Any) -> None:
         self.phase, self.env = phase, env
-        self.builder = ObservationBuilder(phase.buildings)
+        builder = BuildingObservation if self.per_building else ObservationBuilder
+        self.builder = builder(phase.buildings)
         self.observations = []
 
     def act(self, row: int, observation: list[float], soc: np.ndarray) -> np.ndarray:
@@ -196,7 +246,7 @@ class PolicyController:
         seen = self.builder.observe(row, soc)
         self.observations.append(seen)
         rule = self_consumption_action(self.builder.net, row) if self.residual else 0.0
-        return self.policy(seen) + rule
+        return np.asarray(self.policy(seen), float).reshape(-1) + rule
 
 
 def score_agent(trained: TrainedAgent, hours: int | None = None) -> dict[str, dict[str, float]]:
@@ -206,7 +256,10 @@ def score_agent(trained: TrainedAgent, hours: int | None = None) -> dict[str, di
     scores = {}
     for index in PROBLEMS[trained.problem][1]:
         phase = PHASES[index] if hours is None else PHASES[index].shortened(hours)
-        run = run_phase(PolicyController(policy, residual=trained.problem.endswith("_residual")), phase)
+        controller = PolicyController(
+            policy, residual=trained.problem.endswith("_residual"), per_building=trained.problem in PER_BUILDING
+        )
+        run = run_phase(controller, phase)
         scores[phase.name] = run.score.as_dict() | {"seconds": run.seconds, "hours": int(run.control.shape[1])}
     return scores
 
@@ -218,6 +271,10 @@ TRAINED_ON = {
     "phase3": "phase 3's buildings, days 0-240 (absolute hourly reward); scored on days 240-365",
     "phase3_relative": "phase 3's buildings, days 0-240 (reward relative to no battery); scored on days 240-365",
     "phase3_residual": "phase 3's buildings, days 0-240, around the self-consumption rule; scored on days 240-365",
+    "building": "one building at a time, buildings 6-17, days 0-240, on the battery twin (reward relative to no "
+    "battery); one policy scored on every building of the three phases",
+    "building_residual": "one building at a time, buildings 6-17, days 0-240, on the battery twin, acting around the "
+    "self-consumption rule; one policy scored on every building of the three phases",
 }
 
 

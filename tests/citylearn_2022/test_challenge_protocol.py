@@ -22,6 +22,7 @@ from iquitos_lightning.citylearn_2022.controllers import (
 from iquitos_lightning.citylearn_2022.dataset import PHASES, load_data
 from iquitos_lightning.citylearn_2022.plan_lp import plan
 from iquitos_lightning.citylearn_2022.simulation import run_phase
+from iquitos_lightning.experiments.citylearn_2022 import seed_summary
 
 
 class ConstantCharge:
@@ -151,3 +152,15 @@ def test_the_self_consumption_rule_stores_the_hour_befores_surplus():
     stored = battery[:, 1:][charging]
     assert np.all(stored >= -1e-9) and np.all(stored <= -surplus_before[charging] + 1e-6)
     assert np.mean(stored > 0.01) > 0.5
+
+
+def test_the_seed_summary_averages_whole_runs_per_agent_and_problem_and_skips_partial_ones():
+    def run(key: str, scores: tuple[float, ...], weighted: float | None) -> dict:
+        phases = [{"phase": f"phase {i + 1}", "score": score} for i, score in enumerate(scores)]
+        return {"key": key, "phases": phases, "weighted": weighted}
+
+    agents = [run("ppo_building_s0", (0.9, 0.8, 0.7), 0.77), run("ppo_building_s1", (0.7, 0.8, 0.9), 0.83),
+              run("sac_five_s0", (0.9, 0.9), None)]  # fmt: skip
+    lines = seed_summary(agents)
+    assert lines[-1] == "| ppo_building | 2 | 0.800 | 0.800 | 0.800 | **0.800** | 0.042 | 0.770 - 0.830 |"
+    assert not any("sac_five" in line for line in lines) and seed_summary(agents[2:]) == []
