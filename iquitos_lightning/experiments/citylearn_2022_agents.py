@@ -35,6 +35,7 @@ from typing import Any
 import lightning.pytorch as pl
 import numpy as np
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from tensordict import TensorDict
 from torchrl.envs import ExplorationType, set_exploration_type
 
@@ -71,6 +72,7 @@ PROBLEMS: dict[str, tuple[str, tuple[int, ...]]] = {
     "building_residual": (BUILDING_PREFIX + BUILDING_RESIDUAL_ID, (0, 1, 2)),
 }
 PER_BUILDING = ("building", "building_residual")  # the problems whose policy acts on one building's observation
+POLICIES = ("final", "best")  # which weights a run is scored with (train_agent)
 # Per agent: the card's settings (configs/base/*.yaml, CPU networks) adapted to one CityLearn env.
 CARD: dict[str, dict[str, Any]] = {
     "sac": {
@@ -171,7 +173,8 @@ def make_agent(agent: str, seed: int, frames: int, problem: str = "five", eval_e
     hold = settings.pop("noise_hold_steps", 1)
     periods = max(round((eval_every or frames // 8) / batch), 1)
     rollout = RolloutConfig(
-        frame_budget=frames, frames_per_batch=batch, eval_every_frames=periods * batch, eval_episodes=2,
+        frame_budget=frames, frames_per_batch=batch, eval_every_frames=periods * batch,
+        eval_episodes=4 if problem in PER_BUILDING else 2,  # a twin's window takes ~1 s, CityLearn's ~10
         noise_hold_steps=hold,
     )  # fmt: skip
     env = EnvConfig(name=PROBLEMS[problem][0], seed=seed)
@@ -182,23 +185,43 @@ def make_agent(agent: str, seed: int, frames: int, problem: str = "five", eval_e
 
 
 def train_agent(
-    agent: str, seed: int, frames: int, out_dir: Path | str, problem: str = "five", eval_every: int | None = None
+    agent: str,
+    seed: int,
+    frames: int,
+    out_dir: Path | str,
+    problem: str = "five",
+    eval_every: int | None = None,
+    policy: str = "final",
 ) -> TrainedAgent:
     """Train ``agent`` for ``frames`` env frames on ``problem`` (module docstring), seeded by ``seed``; write
-    ``final.ckpt`` and ``curve.csv`` (evaluations every ``eval_every`` frames, default 8 per run) under ``out_dir``."""
+    ``final.ckpt`` and ``curve.csv`` (evaluations every ``eval_every`` frames, default 8 per run) under ``out_dir``.
+
+    ``policy``: which weights the returned agent holds, the last ("final") or those of the evaluation with the best
+    return ("best", kept as ``best.ckpt``). Why a choice: the evaluations play fixed windows of the training rows,
+    never a scored building-hour, so picking on them is selection on training data, as a practitioner would; PPO's
+    pilots around the self-consumption rule peaked at their first evaluation and drifted below it after."""
+    if policy not in POLICIES:
+        raise ValueError(f"policy {policy!r}: use one of {POLICIES}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     pl.seed_everything(seed, workers=True, verbose=False)
     started = time.perf_counter()
     module = make_agent(agent, seed, frames, problem, eval_every)
     curve = LearningCurve(out / "curve.csv")
+    best = ModelCheckpoint(
+        dirpath=out, filename="best", monitor="val/episode_return", mode="max", save_top_k=1,
+        enable_version_counter=False, save_weights_only=True,
+    )  # fmt: skip
     trainer = pl.Trainer(
-        max_epochs=-1, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, num_sanity_val_steps=0, callbacks=[PolicyEvaluation(), curve],
+        max_epochs=-1, accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
+        num_sanity_val_steps=0, callbacks=[PolicyEvaluation(), curve, best],
     )  # fmt: skip
     trainer.fit(module)
     checkpoint = out / "final.ckpt"
     trainer.save_checkpoint(checkpoint)
+    if policy == "best" and best.best_model_path:
+        checkpoint = Path(best.best_model_path)
+        module.load_state_dict(torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"])
     seconds = time.perf_counter() - started
     return TrainedAgent(module, agent, problem, seed, int(module.frames_done), seconds, checkpoint, curve.path)
 
@@ -287,7 +310,8 @@ def record_row(path: Path, result: dict[str, Any], command: str) -> None:
     key = f"{result['agent']}_{result['problem']}_s{result['seed']}"
     row = {
         "key": key,
-        "label": f"{result['agent'].upper()} {result['problem']}, seed {result['seed']}, {result['frames']:,} frames",
+        "label": f"{result['agent'].upper()} {result['problem']}, seed {result['seed']}, {result['frames']:,} frames"
+        + (", best evaluation's weights" if result.get("policy") == "best" else ""),
         "knows": "the hour before (2.2b0's order)",
         "trained_on": TRAINED_ON[result["problem"]],
         "counterpart": None,
@@ -315,6 +339,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--frames", type=int, default=60_000)
     parser.add_argument("--problem", default="five", choices=sorted(PROBLEMS))
     parser.add_argument("--eval-every", type=int, default=None)
+    parser.add_argument(
+        "--policy",
+        default="final",
+        choices=POLICIES,
+        help="score the last weights or the best evaluated on the training windows (train_agent)",
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument(
         "--record",
@@ -328,11 +358,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     torch.set_num_threads(1)
-    trained = train_agent(args.agent, args.seed, args.frames, args.out, args.problem, args.eval_every)
+    trained = train_agent(args.agent, args.seed, args.frames, args.out, args.problem, args.eval_every, args.policy)
     scored = time.perf_counter()
     scores = score_agent(trained)
     result = {
         "agent": trained.name, "problem": trained.problem, "seed": trained.seed, "frames": trained.frames,
+        "policy": args.policy,
         "train_seconds": round(trained.seconds, 1), "score_seconds": round(time.perf_counter() - scored, 1),
         "checkpoint": str(trained.checkpoint), "curve": str(trained.curve), "phases": scores,
     }  # fmt: skip
