@@ -175,8 +175,8 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
     def subcommands(self) -> dict[str, set[str]]:  # type: ignore[override]
         """Lightning's subcommands, or only the one the command line names. Why: each subcommand's parser is built
         from the Trainer's and the model's signatures, and a run parses one: a ``fit`` builds one parser instead of
-        four (~0.2 s less CPU at every start; measured here, docs/testing.md "Suite time"). Without a subcommand
-        first (``--help`` alone, a typo) every one is built, so the error lists them all."""
+        four (~0.2 s less CPU at every start; measured here, docs/experiments.md, "suite time, measured and cut").
+        Without a subcommand first (``--help`` alone, a typo) every one is built, so the error lists them all."""
         every = LightningCLI.subcommands()
         chosen = self._only_subcommand
         return {chosen: every[chosen]} if chosen else every

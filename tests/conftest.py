@@ -43,7 +43,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: one worker more than the cores. Why: many tests wait on a child process (a ``fit`` or a
     collection worker starting, a signal's effect polled for) while their worker's core idles; a third worker on the
     2-core machine fills those waits: the whole suite on a fresh clone 747 s -> 699 s, CPU use 184 % -> 192 %
-    (2026-11-28, docs/testing.md "Suite time")."""
+    (2026-11-28, docs/experiments.md, "suite time, measured and cut")."""
     return (os.cpu_count() or 1) + 1
 
 

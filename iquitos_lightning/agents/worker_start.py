@@ -5,9 +5,9 @@ interpreter that imports torch, TorchRL and the env stack (and the parent's main
 worker of every collector of a process. A fork server (``multiprocessing``'s ``forkserver``, Python 3.14's default
 on Linux) imports them once, when the first worker starts, and forks each worker from that state. Measured on the
 2-core machine: the collection tests 72.6 -> 18.0 s of CPU; the robustness, resume, collection and quick-bench tests
-together 271 -> 161 s (docs/testing.md "Suite time"). It is no ``fork`` of the training process (none of its
-threads, CUDA state or Lightning is copied), and a worker still rebuilds its env from its picklable maker and seeds
-it, as under ``spawn`` (whatever pickles for ``spawn`` pickles for ``forkserver``).
+together 271 -> 161 s (docs/experiments.md, "suite time, measured and cut"). It is no ``fork`` of the training
+process (none of its threads, CUDA state or Lightning is copied), and a worker still rebuilds its env from its
+picklable maker and seeds it, as under ``spawn`` (whatever pickles for ``spawn`` pickles for ``forkserver``).
 
 The stop signals: the fork server is started with the first worker, inside
 :func:`~iquitos_lightning.agents.collection.stop_signals_blocked`, so it and every worker forked from it start with

@@ -27,9 +27,10 @@ Layouts (``env.layout``):
 - ``self_consumption_window`` (4 actions, the card's): the share of the hour's grid exchange the battery takes over
   (-1 all of the surplus or load, 0 idle, +1 charge from the grid), one share for surplus hours, one for the peak
   window, one for the other hours, then the ``fleet`` action (:mod:`~iquitos_lightning.envs.self_consumption`);
-A residual agent (``env.residual``) acts in one of these layouts around a controller of ``control/``: the wrapper
-above the env (control/residual.py) maps its action around the controller's with :func:`around_prior`; the env
-itself runs no controller.
+A residual agent (``env.residual``) acts around a controller of ``control/`` in that controller's layout: the two it
+may name (the rule-based controller, the peak shaver) act in ``fleet``, and a run in another layout is refused in one
+line (control/residual.py). The wrapper above the env maps its action around the controller's with
+:func:`around_prior`; the env itself runs no controller.
 The ``per_socket`` and ``fleet`` BESS action is a fraction of its nominal power (+1 full charge, -1 full discharge,
 grid side); CityLearn clips it at the SOC limits.
 """
