@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from hermetic import changed_files, listing
 
 os.environ["WANDB_MODE"] = "disabled"
 os.environ["WANDB_SILENT"] = "true"
@@ -37,6 +38,27 @@ if _WORKERS > 1:
 # torch._inductor.config): the compiled-update and compiled-twin tests, with Inductor's cache cold as on CI,
 # 74.6 -> 61.0 s of CPU (measured here). They still compile every kernel they compiled before.
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
+
+USER_FILES_BEFORE = pytest.StashKey[dict[str, tuple[int, int]]]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The controlling process lists the user's folders (tests/hermetic.py) before any test runs."""
+    if not hasattr(session.config, "workerinput"):
+        session.config.stash[USER_FILES_BEFORE] = listing(REPO)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """...and fails the session, naming the files, when a test made, removed or rewrote one of them."""
+    before = session.config.stash.get(USER_FILES_BEFORE, None)
+    if before is None or hasattr(session.config, "workerinput"):
+        return
+    changed = changed_files(before, listing(REPO))
+    if changed:
+        shown = ", ".join(changed[:10]) + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
+        sys.stderr.write(f"\nthe suite wrote the checkout's runs/ or results/ (tests must use tmp_path): {shown}\n")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
