@@ -14,7 +14,9 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
 - the evaluation of the policy (:class:`~iquitos_lightning.training.callbacks.PolicyEvaluation`: ``val/*``,
   ``select/*``, ``test/*``), added to every command unless ``trainer.callbacks`` names one;
 - the observing callbacks, each a configurable group (``--step_rate.*``, ``--vram.*``, ``--oom.*``,
-  ``--report.*``, ``--health.*``) and the frames-counting rich progress bar whenever the progress bar is on;
+  ``--report.*``, ``--health.*``) and the frames-counting rich progress bar whenever the progress bar is on (off a
+  terminal, where rich draws nothing until the end, plain progress and evaluation lines instead:
+  :mod:`iquitos_lightning.training.callbacks.progress_lines`);
 - tracking (:mod:`iquitos_lightning.training.tracking`): beside the CSV log, a W&B run in offline mode by
   default (``WANDB_MODE=online`` opts in, ``disabled`` or ``--tracking.wandb false`` opts out) that
   receives the full resolved config;
@@ -82,6 +84,7 @@ from iquitos_lightning.training.callbacks import (
     exit_on_out_of_memory,
     interrupt,
 )
+from iquitos_lightning.training.callbacks.progress_lines import draws_a_bar
 from iquitos_lightning.training.checkpoint_io import SafeCheckpointIO
 from iquitos_lightning.training.final_evaluation import (
     FinalTest,
@@ -294,7 +297,8 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
         if not _has_callback(trainer.callbacks, "PolicyEvaluation"):  # what plays and logs val/, select/, test/
             trainer.callbacks = [*(trainer.callbacks or []), Namespace(class_path=EVALUATION, init_args=Namespace())]
         if trainer.enable_progress_bar is not False and not _has_callback(trainer.callbacks, "ProgressBar"):
-            trainer.callbacks = [*(trainer.callbacks or []), Namespace(class_path=PROGRESS_BAR, init_args=Namespace())]
+            bar = PROGRESS_BAR if draws_a_bar() else LINE_PROGRESS_BAR  # off a terminal: lines a log file keeps
+            trainer.callbacks = [*(trainer.callbacks or []), Namespace(class_path=bar, init_args=Namespace())]
         if trainer.enable_model_summary is not False and not _has_callback(trainer.callbacks, "Summary"):
             trainer.callbacks = [*(trainer.callbacks or []), Namespace(class_path=SUMMARY, init_args=Namespace())]
         if config.tracking.wandb and resolve_wandb_mode() != "disabled":
@@ -345,6 +349,7 @@ class ConfigToWandb(SaveConfigCallback):
 
 EVALUATION = "iquitos_lightning.training.callbacks.PolicyEvaluation"
 PROGRESS_BAR = "iquitos_lightning.training.callbacks.RLProgressBar"
+LINE_PROGRESS_BAR = "iquitos_lightning.training.callbacks.LineProgressBar"
 SUMMARY = "iquitos_lightning.training.callbacks.ParameterSummary"
 
 
