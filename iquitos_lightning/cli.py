@@ -14,7 +14,9 @@ types with its own message. On top of plain LightningCLI it adds what RL runs ne
 - the evaluation of the policy (:class:`~iquitos_lightning.training.callbacks.PolicyEvaluation`: ``val/*``,
   ``select/*``, ``test/*``), added to every command unless ``trainer.callbacks`` names one;
 - the observing callbacks, each a configurable group (``--step_rate.*``, ``--vram.*``, ``--oom.*``,
-  ``--report.*``, ``--health.*``) and the frames-counting rich progress bar whenever the progress bar is on;
+  ``--report.*``, ``--health.*``) and the frames-counting rich progress bar whenever the progress bar is on (off a
+  terminal, where rich draws nothing until the end, plain progress and evaluation lines instead:
+  :mod:`iquitos_lightning.training.callbacks.progress_lines`);
 - tracking (:mod:`iquitos_lightning.training.tracking`): beside the CSV log, a W&B run in offline mode by
   default (``WANDB_MODE=online`` opts in, ``disabled`` or ``--tracking.wandb false`` opts out) that
   receives the full resolved config;
@@ -54,6 +56,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from iquitos_lightning.agents import A2C, PPO, SAC, RLAgent
 from iquitos_lightning.agents.resume import describe_identity
+from iquitos_lightning.envs.moved_keys import where_it_lives_now, where_its_value_lives_now
 from iquitos_lightning.errors import (
     INTERRUPTED_EXIT_CODE,
     TERMINATED_EXIT_CODE,
@@ -81,6 +84,7 @@ from iquitos_lightning.training.callbacks import (
     exit_on_out_of_memory,
     interrupt,
 )
+from iquitos_lightning.training.callbacks.progress_lines import draws_a_bar
 from iquitos_lightning.training.checkpoint_io import SafeCheckpointIO
 from iquitos_lightning.training.final_evaluation import (
     FinalTest,
@@ -105,19 +109,30 @@ AGENT_CLASSES = (A2C, PPO, SAC)
 
 UNKNOWN_OPTION = re.compile(r"Option '([^']+)' is not accepted")
 GIVEN_CLASS = re.compile(r"Problem with given class_path '([^']+)'")
+BAD_TYPE = re.compile(r'^Parser key "([^"]+)":')
+EXPECTED_TYPES = re.compile(r"<class '(\w+)'>")
+GIVEN_VALUE = re.compile(r"(?:Got value|Given value): (.*)$", re.MULTILINE)
+MAX_VALUE_SHOWN = 80
+ALL_OPTIONS = "(all options: python -m iquitos_lightning <command> --help)"
 
 
 def one_line_parse_error(message: str, known_options: list[str]) -> str:
-    """jsonargparse's message condensed to its point: an unknown option (with a close match), or its first line.
+    """jsonargparse's message condensed to one line that names the fix: an unknown option's new place when it moved
+    (envs/moved_keys.py) or a close match; a value of the wrong type with the types allowed; else its first line.
+    Where the line names no fix it ends with the pointer to ``--help``.
 
     Why: a misspelled ``--model.init_args.batch_sze`` came back as usage plus a 10-line dump of the Union of
-    model classes. ``known_options`` are the option names of the parser that refused it (or of the model class
-    its message names).
+    model classes, a moved ``env.num_envs`` as "did you mean 'num_envs'?" and ``backend.num_envs abc`` as
+    ``Parser key "backend.num_envs":`` alone. ``known_options`` are the option names of the parser that refused it
+    (or of the model class its message names).
     """
     unknown = UNKNOWN_OPTION.search(message)
     if unknown is None:
-        return message.strip().splitlines()[0]
+        return wrong_value_line(message) or f"{message.strip().splitlines()[0]} {ALL_OPTIONS}"
     option = unknown.group(1)
+    moved = where_it_lives_now(option)
+    if moved is not None:
+        return f"unknown option {option!r}: {moved}"
     given = GIVEN_CLASS.search(message)
     if given:
         try:
@@ -125,7 +140,26 @@ def one_line_parse_error(message: str, known_options: list[str]) -> str:
         except (ImportError, AttributeError, ValueError):
             pass
     close = difflib.get_close_matches(option, known_options, n=1)
-    return f"unknown option {option!r}" + (f": did you mean {close[0]!r}?" if close else "")
+    return f"unknown option {option!r}" + (f": did you mean {close[0]!r}?" if close else f" {ALL_OPTIONS}")
+
+
+def wrong_value_line(message: str) -> str | None:
+    """One line for jsonargparse's ``Parser key "backend.num_envs":`` and the lines below it: a value of the wrong
+    type with the types allowed (``backend.num_envs must be int, got 'abc'``), or a value given to a group that held
+    one before (``backend: twin``, envs/moved_keys.py); None for another message, or a value too long for a line
+    (a whole group's namespace)."""
+    key = BAD_TYPE.match(message.strip())
+    if key is None:
+        return None
+    moved = where_its_value_lives_now(key.group(1))
+    if moved is not None:
+        return f"{key.group(1)} is a group now: {moved}"
+    expected = message.partition("Given value type")[0]  # the types allowed, not the one given
+    value = GIVEN_VALUE.search(message)
+    types = [name.replace("NoneType", "null") for name in EXPECTED_TYPES.findall(expected)]
+    if value is None or not types or len(value.group(1)) > MAX_VALUE_SHOWN:
+        return None
+    return f"{key.group(1)} must be {' or '.join(dict.fromkeys(types))}, got {value.group(1).strip()!r}"
 
 
 def class_options(class_path: str) -> list[str]:
@@ -153,13 +187,13 @@ class ProfileParser(LightningArgumentParser):
 
 
 class OneLineErrorParser(ProfileParser):
-    """A parse error is one ``error:`` line and a pointer to ``--help``, not the usage and a Union dump."""
+    """A parse error is one ``error:`` line naming the fix (or pointing to ``--help``), not the usage and a Union
+    dump."""
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         parser = getattr(ex, "subcommand_parser", None) or self
         known = option_names(parser)
         sys.stderr.write(f"error: {one_line_parse_error(message, known)}\n")
-        sys.stderr.write("(all options: python -m iquitos_lightning <command> --help)\n")
         raise SystemExit(2)
 
 
@@ -263,7 +297,8 @@ class IquitosLightningCLI(CommandLineWinsOnResume):
         if not _has_callback(trainer.callbacks, "PolicyEvaluation"):  # what plays and logs val/, select/, test/
             trainer.callbacks = [*(trainer.callbacks or []), Namespace(class_path=EVALUATION, init_args=Namespace())]
         if trainer.enable_progress_bar is not False and not _has_callback(trainer.callbacks, "ProgressBar"):
-            trainer.callbacks = [*(trainer.callbacks or []), Namespace(class_path=PROGRESS_BAR, init_args=Namespace())]
+            bar = PROGRESS_BAR if draws_a_bar() else LINE_PROGRESS_BAR  # off a terminal: lines a log file keeps
+            trainer.callbacks = [*(trainer.callbacks or []), Namespace(class_path=bar, init_args=Namespace())]
         if trainer.enable_model_summary is not False and not _has_callback(trainer.callbacks, "Summary"):
             trainer.callbacks = [*(trainer.callbacks or []), Namespace(class_path=SUMMARY, init_args=Namespace())]
         if config.tracking.wandb and resolve_wandb_mode() != "disabled":
@@ -314,6 +349,7 @@ class ConfigToWandb(SaveConfigCallback):
 
 EVALUATION = "iquitos_lightning.training.callbacks.PolicyEvaluation"
 PROGRESS_BAR = "iquitos_lightning.training.callbacks.RLProgressBar"
+LINE_PROGRESS_BAR = "iquitos_lightning.training.callbacks.LineProgressBar"
 SUMMARY = "iquitos_lightning.training.callbacks.ParameterSummary"
 
 

@@ -307,3 +307,14 @@ def test_no_profile_fixes_its_checkpoint_folder_apart_from_the_runs_name():
         if "tuned" not in path.parts and isinstance(checkpoint, dict) and "dirpath" in checkpoint:
             fixed.append(path.relative_to(REPO).as_posix())
     assert fixed == []
+
+
+@pytest.mark.parametrize(("tty", "bar"), [("1", "RLProgressBar"), ("0", "LineProgressBar")])
+def test_the_progress_bar_is_rich_on_a_terminal_and_lines_elsewhere(tty, bar, tmp_path, monkeypatch):
+    """Rich draws its bar only on a terminal; elsewhere (a log file) the run prints plain lines. Which one is rich's
+    own test of stdout (``TTY_COMPATIBLE`` overrides it, as for rich itself)."""
+    monkeypatch.setenv("TTY_COMPATIBLE", tty)
+    config = _resolved("--config", SMOKE, "--trainer.enable_progress_bar=true",
+                       f"--trainer.logger.init_args.save_dir={tmp_path}")  # fmt: skip
+    bars = [entry.class_path for entry in config.trainer.callbacks if "ProgressBar" in entry.class_path]
+    assert bars == [f"iquitos_lightning.training.callbacks.{bar}"]

@@ -39,6 +39,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from tensordict import TensorDict
 from tensordict.nn import CudaGraphModule
 
+from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.fastpath.dynamo_fallback import compile_or_run_eagerly
 
 HALF_WITH_SCALER = ("16-mixed", "16")
@@ -59,7 +60,7 @@ class SpeedConfig:
 
     def __post_init__(self) -> None:
         if self.threads is not None and self.threads < 1:
-            raise ValueError(f"speed.threads must be at least 1 (or null: torch's default), got {self.threads}")
+            raise ConfigError(f"model.speed.threads must be at least 1 (or null: torch's default), got {self.threads}")
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,10 @@ from iquitos_lightning.control.peak_shaver import PEAK_SHAVER, PeakShaver
 from iquitos_lightning.control.references import Controller
 from iquitos_lightning.envs.actions import PER_SOCKET, around_prior
 from iquitos_lightning.envs.arrays import Array
+from iquitos_lightning.envs.env_config import env_option_errors
 from iquitos_lightning.envs.factory import EnvConfig
 from iquitos_lightning.envs.hour_context import HasHourContext, HourContext, hour_context_source
 from iquitos_lightning.envs.state import SiteState
-from iquitos_lightning.errors import ConfigError
 
 ACTION = "action"
 
@@ -119,7 +119,6 @@ def residual_around(env: EnvBase, config: EnvConfig) -> EnvBase:
     action; ``env`` itself when the run has no residual."""
     if config.residual is None:
         return env
-    try:
-        return with_residual(env, prior_named(config.residual), config.layout)
-    except ValueError as error:  # a config's mistake: one line at the command line (errors.py)
-        raise ConfigError(f"model.init_args.env: {error}") from error
+    with env_option_errors():  # a config's mistake: one line at the command line (errors.py)
+        wrapped = with_residual(env, prior_named(config.residual), config.layout)
+    return wrapped

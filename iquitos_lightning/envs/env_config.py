@@ -14,23 +14,33 @@ like it applied everywhere (it took eight "twin backend only" cross-checks to sa
   the agent learns from; evaluations never see them. Only the twin implements them, so they need
   ``backend.train: twin``: the one check between the groups.
 
+A bad value in any of the three is a :class:`~iquitos_lightning.errors.ConfigError` naming the option under
+``model.init_args.env`` (:func:`env_option_errors`): one line at the command line, whichever group it is in. The
+groups are built by jsonargparse on their own, before :class:`EnvConfig`, so each group raises it itself (a plain
+``ValueError`` from ``Backend`` ended in a traceback with the whole namespace dumped). Keys that moved into the
+groups: envs/moved_keys.py.
+
 Each option keeps its name from the YAML (``model.init_args.env.layout``) to the function that uses it
 (``layout`` in :func:`~iquitos_lightning.envs.env_action.applied_action`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from iquitos_lightning.envs.actions import LAYOUTS, SELF_CONSUMPTION_LAYOUTS
 from iquitos_lightning.envs.hindsight import check_critic_forecasts
+from iquitos_lightning.envs.moved_keys import ENV_OPTION, GROUPS_THAT_WERE_VALUES, MOVED_ENV_KEYS
 from iquitos_lightning.envs.objectives import DEMAND_PERIODS, OBJECTIVES
 from iquitos_lightning.envs.reward_baseline import NO_BASELINE, check_reward_baseline
 from iquitos_lightning.envs.self_consumption import check_idle_band
 from iquitos_lightning.envs.site_data import site_config_of
 from iquitos_lightning.envs.site_tables import AUTO, OBSERVATION_MODES
 from iquitos_lightning.envs.start_peak import check_start_peak
+from iquitos_lightning.envs.twin import START_SCHEDULES
 from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.site.forecasts import PAST_DAYS, check_forecasts
 
@@ -40,6 +50,19 @@ TWIN = "twin"
 BACKENDS = (CITYLEARN, TWIN)
 CPU, TRAINING_DEVICE = "cpu", "training"
 TWIN_DEVICES = (CPU, TRAINING_DEVICE)
+
+
+@contextmanager
+def env_option_errors() -> Iterator[None]:
+    """A ``ValueError``/``TypeError`` of an env option's check as the one-line :class:`ConfigError`
+    ``model.init_args.env: <message>`` (a ConfigError passes as it is). Why one place: the problem, both groups and
+    the residual's controller (control/residual.py) are checked apart, and their messages read the same."""
+    try:
+        yield
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as error:
+        raise ConfigError(f"{ENV_OPTION}: {error}") from error
 
 
 @dataclass(frozen=True)
@@ -65,6 +88,10 @@ class Backend:
     device: str = CPU
 
     def __post_init__(self) -> None:
+        with env_option_errors():
+            self._check()
+
+    def _check(self) -> None:
         for name in ("train", "evaluate"):
             if getattr(self, name) not in BACKENDS:
                 raise ValueError(f"backend.{name} must be one of {BACKENDS}, got {getattr(self, name)!r}")
@@ -116,6 +143,12 @@ class TrainingAids:
     shaping_gamma: float = 0.99
 
     def __post_init__(self) -> None:
+        with env_option_errors():
+            self._check()
+
+    def _check(self) -> None:
+        if self.start not in START_SCHEDULES:
+            raise ValueError(f"training.start must be one of {START_SCHEDULES}, got {self.start!r}")
         if self.episode_hours is not None and self.episode_hours < 1:
             raise ValueError(f"training.episode_hours must be >= 1 or null, got {self.episode_hours}")
         check_start_peak(self.start_peak)
@@ -172,16 +205,12 @@ class EnvConfig:
     def __post_init__(self) -> None:
         """Builds the groups from dicts (a checkpoint's hparams) and checks every field; a bad value is a
         :class:`ConfigError` (one line at the command line, not a trace through jsonargparse)."""
-        try:
+        with env_option_errors():
             if isinstance(self.backend, dict):
                 self.backend = Backend(**self.backend)
             if isinstance(self.training, dict):
                 self.training = TrainingAids(**self.training)
             self._check()
-        except ConfigError:
-            raise
-        except (ValueError, TypeError) as error:
-            raise ConfigError(f"model.init_args.env: {error}") from error
 
     @property
     def on_twin(self) -> bool:
@@ -223,26 +252,21 @@ class EnvConfig:
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> EnvConfig:
         """An env config from a dict: nested (``backend``, ``training``) or the flat keys of checkpoints written
-        before the options had groups (``actions``, ``backend: twin``, ``num_envs``, ``start``...), so an earlier
-        run's checkpoint keeps its env when its hparams are read."""
+        before the options had groups (``actions``, ``backend: twin``, ``num_envs``, ``start``...: the table of
+        envs/moved_keys.py), so an earlier run's checkpoint keeps its env when its hparams are read."""
         problem = {item.name for item in fields(cls)} - {"backend", "training"}
-        backend_keys = {"eval_backend": "evaluate", "num_envs": "num_envs", "num_workers": "num_workers",
-                        "compile_twin": "compile"}  # fmt: skip
-        aid_keys = {item.name for item in fields(TrainingAids)}
         config: dict[str, Any] = {}
         backend = dict(values["backend"]) if isinstance(values.get("backend"), dict) else {}
         training = dict(values["training"]) if isinstance(values.get("training"), dict) else {}
+        groups = {"": config, "backend": backend, "training": training}
         for key, value in values.items():
+            value_moved = GROUPS_THAT_WERE_VALUES.get(key) if isinstance(value, str) else None  # backend: twin
+            moved = MOVED_ENV_KEYS.get(key) or value_moved
             if key in problem:
                 config[key] = value
-            elif key == "actions":
-                config["layout"] = value
-            elif key == "backend" and isinstance(value, str):
-                backend["train"] = value
-            elif key in backend_keys:
-                backend[backend_keys[key]] = value
-            elif key in aid_keys:
-                training[key] = value
+            elif moved is not None:
+                group, _, name = moved.rpartition(".")
+                groups[group][name] = value
         return cls(**config, backend=Backend(**backend), training=TrainingAids(**training))
 
 

@@ -17,20 +17,13 @@ import lightning.pytorch as pl
 
 from iquitos_lightning.agents import RLAgent
 from iquitos_lightning.envs.env_config import BACKENDS, IQUITOS
-from iquitos_lightning.envs.objectives import TARIFF, THESIS
+from iquitos_lightning.envs.objectives import TARIFF
 from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.profile.devices import config_value
-from iquitos_lightning.report.comparison import gap_closed_pct
-from iquitos_lightning.site.config import load_site_config
 from iquitos_lightning.training.callbacks import BestCheckpoint, RunReport
 from iquitos_lightning.training.callbacks.evaluation import policy_evaluation
 from iquitos_lightning.training.callbacks.report import report_dir
-
-RESULTS = Path("results")  # where `baselines` writes results/<site>/baselines.json (compare's default too)
-# per objective: the references' column for its value, and what to call it (the test's row holds the bill as
-# tariff_cost, and the thesis return as its episode return)
-OBJECTIVE_VALUE = {TARIFF: ("tariff_cost", "bill"), THESIS: ("thesis_return", "return")}
-
+from iquitos_lightning.training.reference_gap import OBJECTIVE_VALUE, RESULTS, reference_gap
 
 FINAL, BEST = "final", "best"
 POLICIES = (FINAL, BEST)
@@ -115,41 +108,17 @@ def final_figures(row: dict) -> str:
 def gap_line(
     row: dict, site: Path, objective: str, results: Path = RESULTS, *, compute_missing: bool = False
 ) -> str | None:
-    """The test's share of the rule-to-optimum gap on ``objective``, from this site's ``baselines.json`` (the
-    references the README's tables use). With no such file for this exact site config: None, or with
-    ``compute_missing`` on the tariff objective, that year's rule-based and optimum bills computed now on the twin (a
-    test year of the profile has no ``baselines.json``: configs/site/test-years/)."""
-    if objective not in OBJECTIVE_VALUE:
+    """The test's share of the rule-to-optimum gap on ``objective``, as the line the final test prints; None where
+    the year's references are not known (:func:`~iquitos_lightning.training.reference_gap.reference_gap`)."""
+    gap = reference_gap(site, objective, results, compute_missing=compute_missing)
+    if gap is None:
         return None
-    # lazy: the references' module loads CityLearn, which `fit` on a Gymnasium env must not need
-    from iquitos_lightning.control.baselines import current_references
-
-    site_config = load_site_config(site)
-    references = current_references(results, site_config)
-    column, what = OBJECTIVE_VALUE[objective]
-    if references is None:
-        if not (compute_missing and objective == TARIFF):
-            return None
-        rule, best = year_ends(site_config)
-        source = f"this year's references, computed now on the twin: no {results / site_config.name}/baselines.json"
-    else:
-        values = references["objectives"][objective]
-        rule, best = values["rule_based"][column], values[f"optimum_{objective}"][column]
-        source = str(results / site_config.name / "baselines.json")
-    mine = row["tariff_cost"] if objective == TARIFF else row["episode_return"]
+    what = OBJECTIVE_VALUE[objective][1]
     shown = ",.0f" if objective == TARIFF else ",.2f"
     return (
-        f"{gap_closed_pct(mine, rule, best):.1f} % of the rule-to-optimum gap on {objective} (rule-based {what} "
-        f"{rule:{shown}}, optimum {best:{shown}}: {source})"
+        f"{gap.closed_pct(row):.1f} % of the rule-to-optimum gap on {objective} (rule-based {what} "
+        f"{gap.rule:{shown}}, optimum {gap.best:{shown}}: {gap.source})"
     )
-
-
-def year_ends(site_config: Any) -> tuple[float, float]:
-    """The rule-based controller's and the tariff optimum's bills of ``site_config``'s year, on the twin."""
-    # lazy: the LP and the twin only when a test year asks
-    from iquitos_lightning.control.site_years import gap_ends, year_env
-
-    return gap_ends(year_env(site_config, site_config.seed), site_config.seed)
 
 
 def tested_kpi_row(trainer: pl.Trainer, model: Any) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ from iquitos_lightning.training.callbacks.health import LearningHealth
 from iquitos_lightning.training.callbacks.model_summary import ParameterSummary
 from iquitos_lightning.training.callbacks.oom import OOM_EXIT_CODE, OutOfMemoryHandler, exit_on_out_of_memory
 from iquitos_lightning.training.callbacks.progress import RLProgressBar
+from iquitos_lightning.training.callbacks.progress_lines import LineProgressBar
 from iquitos_lightning.training.callbacks.report import RunReport
 from iquitos_lightning.training.callbacks.step_rate import StepRate
 from iquitos_lightning.training.callbacks.vram import VRAMMonitor
@@ -23,6 +24,7 @@ __all__ = [
     "BestCheckpoint",
     "FrameCheckpoint",
     "LearningHealth",
+    "LineProgressBar",
     "OutOfMemoryHandler",
     "ParameterSummary",
     "PolicyEvaluation",

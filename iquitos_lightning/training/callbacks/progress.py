@@ -69,13 +69,14 @@ class ElapsedColumn(ProgressColumn):
         return Text(format_duration(elapsed), style=self.style)
 
 
-def _frame_progress(pl_module: pl.LightningModule | None) -> tuple[int, int] | None:
+def frame_progress(pl_module: pl.LightningModule | None) -> tuple[int, int] | None:
     """``(frames_done, frame_budget)`` when the module counts frames towards a budget, else None."""
     frames, budget = frames_done(pl_module), frame_budget(pl_module)
     return (frames, budget) if frames is not None and budget else None
 
 
-def _find(trainer: pl.Trainer, kind: type) -> Any:
+def find_callback(trainer: pl.Trainer, kind: type) -> Any:
+    """The trainer's first callback of ``kind`` (None: none): what a bar reads its rates and memory from."""
     return next((callback for callback in trainer.callbacks if isinstance(callback, kind)), None)
 
 
@@ -83,8 +84,8 @@ class RLProgressBar(EpochOnlyWhenUnbounded):
     """Lightning's rich bar, counting environment frames and showing fps, ETA, return and memory."""
 
     def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
-        step_rate: StepRate | None = _find(trainer, StepRate)
-        monitor: VRAMMonitor | None = _find(trainer, VRAMMonitor)
+        step_rate: StepRate | None = find_callback(trainer, StepRate)
+        monitor: VRAMMonitor | None = find_callback(trainer, VRAMMonitor)
         rates = step_rate.rates if step_rate is not None else None
         # Without frame counters Lightning's own it/s column already shows batches/s.
         frames_per_s = rates.frames_per_s if rates is not None else None
@@ -104,7 +105,7 @@ class RLProgressBar(EpochOnlyWhenUnbounded):
         bar's progress since the start, sat beside the ETA field and disagreed with it (``0:33:07`` beside
         ``ETA: 5:44:06`` on a real run), so the bar shows one ETA, :class:`StepRate`'s."""
         columns = super().configure_columns(trainer)
-        if _frame_progress(trainer.lightning_module) is None:
+        if frame_progress(trainer.lightning_module) is None:
             return columns
         return [
             ElapsedColumn(style=column.style) if isinstance(column, CustomTimeColumn) else column
@@ -123,7 +124,7 @@ class RLProgressBar(EpochOnlyWhenUnbounded):
         self._show_frames(pl_module)
 
     def _show_frames(self, pl_module: pl.LightningModule) -> None:
-        frames = _frame_progress(pl_module)
+        frames = frame_progress(pl_module)
         if frames is None or self.is_disabled or self.progress is None or self.train_progress_bar_id is None:
             return
         self.progress.update(self.train_progress_bar_id, completed=frames[0], total=frames[1])

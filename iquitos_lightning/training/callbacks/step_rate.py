@@ -27,6 +27,7 @@ from typing import Any
 import lightning.pytorch as pl
 
 from iquitos_lightning.agents.contract import FrameCounting, frame_budget, frames_done
+from iquitos_lightning.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -110,9 +111,9 @@ class StepRate(pl.Callback):
 
     def __init__(self, log_every_n_steps: int | None = None, window: int = 100) -> None:
         if log_every_n_steps is not None and log_every_n_steps < 1:
-            raise ValueError(f"log_every_n_steps must be >= 1, got {log_every_n_steps}")
+            raise ConfigError(f"step_rate.log_every_n_steps must be >= 1 or null, got {log_every_n_steps}")
         if window < 2:
-            raise ValueError(f"window must hold at least 2 samples, got {window}")
+            raise ConfigError(f"step_rate.window must hold at least 2 samples, got {window}")
         self.log_every_n_steps = log_every_n_steps
         self.window = window
         self._samples: deque[CounterSample] = deque(maxlen=window)

@@ -30,6 +30,8 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
+from iquitos_lightning.errors import ConfigError
+
 GIB = 1024**3
 
 
@@ -174,9 +176,9 @@ class VRAMMonitor(pl.Callback):
 
     def __init__(self, log_every_n_steps: int | None = None, threshold_fraction: float = 0.9) -> None:
         if log_every_n_steps is not None and log_every_n_steps < 1:
-            raise ValueError(f"log_every_n_steps must be >= 1, got {log_every_n_steps}")
+            raise ConfigError(f"vram.log_every_n_steps must be >= 1 or null, got {log_every_n_steps}")
         if not 0.0 < threshold_fraction <= 1.0:
-            raise ValueError(f"threshold_fraction must be in (0, 1], got {threshold_fraction}")
+            raise ConfigError(f"vram.threshold_fraction must be in (0, 1], got {threshold_fraction}")
         self.log_every_n_steps = log_every_n_steps
         self.threshold_fraction = threshold_fraction
         self.latest: MemoryReading | None = None
