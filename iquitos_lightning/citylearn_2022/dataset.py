@@ -43,6 +43,12 @@ class Phase:
         return self.last - self.first + 1
 
     @property
+    def scored_hours(self) -> int:
+        """The rows ``run_phase`` scores: all of them but the year's last (CityLearn 3.0.2 cannot simulate row 8759,
+        simulation.py), so phase 3 scores 2,999 of its 3,000."""
+        return min(self.last + 1, HOURS - 1) - self.first
+
+    @property
     def building_names(self) -> list[str]:
         return [f"Building_{number}" for number in self.buildings]
 

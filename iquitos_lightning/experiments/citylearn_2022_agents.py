@@ -306,7 +306,9 @@ def record_row(path: Path, result: dict[str, Any], command: str) -> None:
     what it trained on, its minutes, command and revision; the weighted scores only when it has all three phases.
     Its learning curve is copied beside it (``curves/<key>.csv``)."""
     phases = [{"phase": name, **values} for name, values in result["phases"].items()]
-    whole = len(phases) == len(PHASES) and all(phase["hours"] == PHASES[i].hours for i, phase in enumerate(phases))
+    whole = len(phases) == len(PHASES) and all(
+        phase["hours"] == PHASES[i].scored_hours for i, phase in enumerate(phases)
+    )
     key = f"{result['agent']}_{result['problem']}_s{result['seed']}"
     row = {
         "key": key,

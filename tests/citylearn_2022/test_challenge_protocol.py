@@ -23,6 +23,7 @@ from iquitos_lightning.citylearn_2022.dataset import PHASES, load_data
 from iquitos_lightning.citylearn_2022.plan_lp import plan
 from iquitos_lightning.citylearn_2022.simulation import run_phase
 from iquitos_lightning.experiments.citylearn_2022 import seed_summary
+from iquitos_lightning.experiments.citylearn_2022_agents import record_row
 
 
 class ConstantCharge:
@@ -164,3 +165,24 @@ def test_the_seed_summary_averages_whole_runs_per_agent_and_problem_and_skips_pa
     lines = seed_summary(agents)
     assert lines[-1] == "| ppo_building | 2 | 0.800 | 0.800 | 0.800 | **0.800** | 0.042 | 0.770 - 0.830 |"
     assert not any("sac_five" in line for line in lines) and seed_summary(agents[2:]) == []
+
+
+def test_an_agent_row_on_every_scored_row_of_the_three_phases_gets_a_weighted_score_and_a_slice_none(tmp_path):
+    curve = tmp_path / "curve.csv"
+    curve.write_text("frames,seconds,episode_return\n10,1,0.5\n")
+    assert [phase.scored_hours for phase in PHASES] == [2880, 2880, 2999]  # CityLearn 3 cannot step row 8759
+
+    def result(seed: int, hours: list[int]) -> dict:
+        phases = {
+            phase.name: {"score": 0.9, "score_2022": 0.8, "hours": n} for phase, n in zip(PHASES, hours, strict=True)
+        }
+        return {"agent": "ppo", "problem": "building", "seed": seed, "frames": 10, "policy": "best", "phases": phases,
+                "train_seconds": 60.0, "score_seconds": 30.0, "curve": str(curve)}  # fmt: skip
+
+    record = tmp_path / "citylearn-2022" / "agents.json"
+    record_row(record, result(0, [2880, 2880, 2999]), "python -m x")
+    record_row(record, result(1, [24, 24, 24]), "python -m x --hours")
+    rows = {row["key"]: row for row in json.loads(record.read_text())["rows"]}
+    assert rows["ppo_building_s0"]["weighted"] == pytest.approx(0.9) and rows["ppo_building_s1"]["weighted"] is None
+    assert "best evaluation's weights" in rows["ppo_building_s0"]["label"]
+    assert (record.parent / "curves" / "ppo_building_s0.csv").read_text() == curve.read_text()
