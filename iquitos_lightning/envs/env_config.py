@@ -12,7 +12,12 @@ like it applied everywhere (it took eight "twin backend only" cross-checks to sa
 - :class:`TrainingAids` (``env.training``) are **the twin's training aids**: where and how long training episodes
   run, the years they run on, the start peak, reward baseline, shaping and the critic's hindsight. They shape what
   the agent learns from; evaluations never see them. Only the twin implements them, so they need
-  ``backend.train: twin``: the one check between the groups.
+  ``backend.train: twin`` on the Iquitos site.
+
+Five checks cross the groups (``EnvConfig._check``): the training aids need the twin on the Iquitos site; the twin
+simulates only the Iquitos site; a residual does not run on ``backend.device: training``; the training years
+(``training.train_site_seeds``) leave out the site's own year, the one evaluations report; the selection year
+(``validation_site_seed``) is not a training year.
 
 A bad value in any of the three is a :class:`~iquitos_lightning.errors.ConfigError` naming the option under
 ``model.init_args.env`` (:func:`env_option_errors`): one line at the command line, whichever group it is in. The

@@ -3,9 +3,12 @@
 Why generated: a results page kept by hand drifts from the tables (the README grew into a lab notebook that way).
 ``baselines``, ``compare``, ``test-years``, ``tune-reference`` and ``tune`` each call :func:`write_results_page` after
 writing their files, so the page always shows what the folder holds: the test-year table and its regret ladder
-first (the figures a reviewer accepts), then the development year's comparison, the references, the tuning studies,
-and every other folder with the command that made it (each table's own page keeps its command, git revision and
-seeds: that line is read back from it).
+first (the figures a reviewer accepts), then the development year's comparison, the references and the tuning studies
+(each table's own page keeps its command, git revision and seeds: that line is read back from it).
+
+Only what these commands remake is listed: none of them writes a folder here. Experiment folders that earlier
+revisions wrote, on the site profile of their time, live in ``results/archive/<site>/`` (its README names each one's
+revision and command); the page gives one line pointing there when the archive holds this site.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from iquitos_lightning.atomic_files import write_atomically
 PAGE_NAME = "README.md"
 MADE_BY = re.compile(r"Made by `([^`]+)`")
 OBJECTIVES_SHOWN = ("tariff", "thesis")
+ARCHIVE = "archive"  # results/archive/: folders earlier revisions made, which no command here remakes
 
 
 def made_by(page: Path) -> str | None:
@@ -92,33 +96,20 @@ def _tunings(site_dir: Path) -> list[str]:
     return [*lines, ""]
 
 
-def _folders(site_dir: Path) -> list[str]:
-    folders = sorted(path for path in site_dir.iterdir() if path.is_dir())
-    if not folders:
+def _archive(site_dir: Path) -> list[str]:
+    """One line pointing to ``../archive/README.md`` where the archive holds this site's older experiments, else none.
+
+    None for a ``--results`` folder of the user's own: no link to nowhere."""
+    archive = site_dir.parent / ARCHIVE
+    if not (archive / PAGE_NAME).is_file() or not (archive / site_dir.name).is_dir():
         return []
-    lines = [
-        "## Other folders: experiments (their story: docs/experiments.md)",
+    return [
+        "## Older experiments",
         "",
-        "Each was written by the `compare` command it names, with the site profile and code of its revision "
-        "(its own page says which); they are not re-run when the profile changes.",
+        f"Experiment folders made by earlier revisions, on the site profile of their time, are in [{ARCHIVE}/]"
+        f"(../{ARCHIVE}/{PAGE_NAME}) (their story: docs/experiments.md); today's commands do not remake them.",
         "",
-        "| folder | what it is | made by |",
-        "|:---|:---|:---|",
     ]
-    for folder in folders:
-        commands = [made_by(page) for page in sorted(folder.glob("*.md"))]
-        command = next((command for command in commands if command), None)
-        made = f"`{command}`" if command else "-"
-        lines.append(f"| [{folder.name}/]({folder.name}/) | {_title(folder / PAGE_NAME)} | {made} |")
-    return [*lines, ""]
-
-
-def _title(page: Path) -> str:
-    """A folder's own page's first heading (what the folder is), or ``-``."""
-    if not page.is_file():
-        return "-"
-    heading = next((line for line in page.read_text().splitlines() if line.startswith("# ")), "")
-    return heading.removeprefix("# ").strip() or "-"
 
 
 def results_page(site_dir: Path) -> str:
@@ -133,7 +124,7 @@ def results_page(site_dir: Path) -> str:
         "",
     ]
     sections = _test_years(site_dir) + _development_year(site_dir) + _references(site_dir)
-    return "\n".join(intro + sections + _tunings(site_dir) + _folders(site_dir)).rstrip() + "\n"
+    return "\n".join(intro + sections + _tunings(site_dir) + _archive(site_dir)).rstrip() + "\n"
 
 
 def write_results_page(site_dir: Path) -> Path:
