@@ -18,8 +18,11 @@ on discharging an empty battery (an idle one, return exactly 0) within 65,536 fr
 shows what discharging it in the dear hours is worth before the policy has learnt to fill it.
 
 The observation of row ``r`` (:class:`BuildingObservation`) holds only the data up to ``r - 1``, as every controller's
-in ``run_phase``. The reward is the hour's score surrogate relative to the same building without battery, so an idle
-battery earns 0 (``gym_env.py``'s ``relative_reward``). ``CityLearn2022BuildingResidual-v0`` acts around the
+in ``run_phase``. The reward is relative to the same building without battery, so an idle battery earns 0
+(``gym_env.py``'s ``relative_reward``): ``"surrogate"`` the central env's hourly score surrogate on one building
+(:func:`~iquitos_lightning.citylearn_2022.gym_env.hourly_reward`: cost, emissions, the upward ramp and the rise of
+the day's peak); ``"quadratic"`` the same cost and emissions with the grid term the squared import over its
+no-battery mean (:func:`quadratic_reward`). ``CityLearn2022BuildingResidual-v0`` acts around the
 self-consumption rule (its action added to the rule's, 0 is the rule), a row the benchmark page labels as such.
 """
 
@@ -47,6 +50,23 @@ from iquitos_lightning.citylearn_2022.scoring import HOURS_PER_DAY
 TRAINING_BUILDINGS = tuple(range(6, 18))  # buildings 6-17: none of phases 1-2's; phase 3 is scored on later rows
 BUILDING_ID = "CityLearn2022Building-v0"
 BUILDING_RESIDUAL_ID = "CityLearn2022BuildingResidual-v0"
+BUILDING_QUADRATIC_RESIDUAL_ID = "CityLearn2022BuildingQuadraticResidual-v0"
+REWARDS = ("surrogate", "quadratic")
+
+
+def quadratic_reward(cost_scale: float, emissions_scale: float, import_scale: float, net: float, price: float,
+                     carbon: float) -> float:  # fmt: skip
+    """Minus (cost + emissions + squared import) / 3 for one building-hour, each over its no-battery hourly mean.
+
+    Why a square for the grid: the score's grid terms (ramping, load factor, daily and all-time peaks) are district
+    properties of whole days and phases that one building's hour can only move a little and no hour can see; the
+    surrogate's rise of the day's peak turns that into rare large penalties (x 24) on the hours a peak happens to
+    rise. A squared import prices every hour's flattening smoothly, the form an LP or MPC uses for peaks. On PPO
+    around the self-consumption rule, one seed at 98,304 frames: 0.856 weighted against the surrogate's 0.887 at
+    163,840.
+    """
+    imported = max(net, 0.0)
+    return -(imported * price / cost_scale + imported * carbon / emissions_scale + imported**2 / import_scale) / 3.0
 
 
 class BuildingObservation:
@@ -125,7 +145,10 @@ class BuildingBatteryEnv(gym.Env):
         window_hours: int = WINDOW_HOURS,
         residual: bool = False,
         random_initial_soc: bool = True,
+        reward: str = "surrogate",
     ) -> None:
+        if reward not in REWARDS:
+            raise ValueError(f"reward {reward!r}: use one of {REWARDS}")
         if not 2 <= window_hours <= last + 1 - first:
             raise ValueError(f"window of {window_hours} hours does not fit rows {first}..{last}")
         curves = battery_curves()
@@ -135,7 +158,10 @@ class BuildingBatteryEnv(gym.Env):
         self.observers = [BuildingObservation((number,)) for number in self.buildings]
         self.idle_observers = [BuildingObservation((number,)) for number in self.buildings]
         self.scales = [RewardScales.of((number,), first, last) for number in self.buildings]
+        self.reward = reward
         data = load_data()
+        without = data.net_load(self.buildings, slice(first, last + 1))
+        self.import_scales = np.mean(np.maximum(without, 0.0) ** 2, axis=1)  # per building, kWh^2
         self.price, self.carbon = data.price, data.carbon
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (BuildingObservation.size,), np.float32)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
@@ -169,21 +195,27 @@ class BuildingBatteryEnv(gym.Env):
     def _reward(self, row: int, net: np.ndarray, observer: BuildingObservation) -> float:
         previous, peak_before = observer.record(row, net)
         scales = self.scales[self.index]
-        return hourly_reward(scales, net, self.price[row], self.carbon[row], float(previous[0]), float(peak_before[0]))
+        price, carbon = self.price[row], self.carbon[row]
+        if self.reward == "quadratic":
+            scale = self.import_scales[self.index]
+            return quadratic_reward(scales.cost[0], scales.emissions[0], scale, float(net[0]), price, carbon)
+        return hourly_reward(scales, net, price, carbon, float(previous[0]), float(peak_before[0]))
 
     def _observe(self) -> np.ndarray:
         return self.observers[self.index].observe(self.row, np.array([self.twins[self.index].soc]))[0]
 
 
 def _register() -> None:
-    """The two training ids (module docstring), each truncated at the window's last step."""
-    for name, residual in ((BUILDING_ID, False), (BUILDING_RESIDUAL_ID, True)):
+    """The training ids (module docstring), each truncated at the window's last step."""
+    ids = {
+        BUILDING_ID: {"residual": False},
+        BUILDING_RESIDUAL_ID: {"residual": True},
+        BUILDING_QUADRATIC_RESIDUAL_ID: {"residual": True, "reward": "quadratic"},
+    }
+    for name, kwargs in ids.items():
         if name not in gym.registry:
             gym.register(
-                name,
-                entry_point=f"{__name__}:BuildingBatteryEnv",
-                max_episode_steps=WINDOW_HOURS - 1,
-                kwargs={"residual": residual},
+                name, entry_point=f"{__name__}:BuildingBatteryEnv", max_episode_steps=WINDOW_HOURS - 1, kwargs=kwargs
             )
 
 

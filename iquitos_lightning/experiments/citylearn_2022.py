@@ -246,6 +246,14 @@ def _plot(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     plt.close(figure)
 
 
+def _reward_kind(key: str) -> str:
+    """The reward a run's returns are in (their units differ, so each gets its own panel)."""
+    for kind in ("quadratic", "relative", "residual"):
+        if kind in key:
+            return kind
+    return "absolute"
+
+
 def _plot_curves(path: Path, folder: Path, agents: Sequence[dict[str, Any]]) -> None:
     """Each agent run's evaluation return against its frames (``curves/<key>.csv``, copied from its run), one panel
     per reward (absolute, relative to no battery, residual): the learning curves beside the table."""
@@ -257,7 +265,7 @@ def _plot_curves(path: Path, folder: Path, agents: Sequence[dict[str, Any]]) -> 
     curves = {row["key"]: folder / f"{row['key']}.csv" for row in agents if (folder / f"{row['key']}.csv").exists()}
     if not curves:
         return
-    kinds = ["relative" if "relative" in key else "residual" if "residual" in key else "absolute" for key in curves]
+    kinds = [_reward_kind(key) for key in curves]
     panels = sorted(set(kinds))
     figure, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.4), squeeze=False)
     for (key, csv_path), kind in zip(curves.items(), kinds, strict=True):

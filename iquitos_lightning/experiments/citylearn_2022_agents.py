@@ -40,7 +40,12 @@ from tensordict import TensorDict
 from torchrl.envs import ExplorationType, set_exploration_type
 
 from iquitos_lightning.agents import A2C, PPO, SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
-from iquitos_lightning.citylearn_2022.building_env import BUILDING_ID, BUILDING_RESIDUAL_ID, BuildingObservation
+from iquitos_lightning.citylearn_2022.building_env import (
+    BUILDING_ID,
+    BUILDING_QUADRATIC_RESIDUAL_ID,
+    BUILDING_RESIDUAL_ID,
+    BuildingObservation,
+)
 from iquitos_lightning.citylearn_2022.controllers import self_consumption_action
 from iquitos_lightning.citylearn_2022.dataset import PHASES, Phase
 from iquitos_lightning.citylearn_2022.gym_env import (
@@ -70,8 +75,13 @@ PROBLEMS: dict[str, tuple[str, tuple[int, ...]]] = {
     # one building's battery on the twin, a policy shared by every building of every phase (building_env.py)
     "building": (BUILDING_PREFIX + BUILDING_ID, (0, 1, 2)),
     "building_residual": (BUILDING_PREFIX + BUILDING_RESIDUAL_ID, (0, 1, 2)),
+    "building_quadratic_residual": (BUILDING_PREFIX + BUILDING_QUADRATIC_RESIDUAL_ID, (0, 1, 2)),
 }
-PER_BUILDING = ("building", "building_residual")  # the problems whose policy acts on one building's observation
+PER_BUILDING = (
+    "building",
+    "building_residual",
+    "building_quadratic_residual",
+)  # the problems whose policy acts on one building's observation
 POLICIES = ("final", "best")  # which weights a run is scored with (train_agent)
 # Per agent: the card's settings (configs/base/*.yaml, CPU networks) adapted to one CityLearn env.
 CARD: dict[str, dict[str, Any]] = {
@@ -298,6 +308,8 @@ TRAINED_ON = {
     "battery); one policy scored on every building of the three phases",
     "building_residual": "one building at a time, buildings 6-17, days 0-240, on the battery twin, acting around the "
     "self-consumption rule; one policy scored on every building of the three phases",
+    "building_quadratic_residual": "as building_residual, the grid term of the reward the squared import (not the "
+    "rises of the day's peak and the ramp)",
 }
 
 

@@ -13,6 +13,7 @@ from iquitos_lightning.citylearn_2022.building_env import (
     TRAINING_BUILDINGS,
     BuildingBatteryEnv,
     BuildingObservation,
+    quadratic_reward,
 )
 from iquitos_lightning.citylearn_2022.dataset import PHASES, SCHEMA, Phase, load_data
 from iquitos_lightning.citylearn_2022.gym_env import TRAIN_ROWS, WINDOW_HOURS
@@ -110,3 +111,17 @@ def test_a_tiny_ppo_fit_on_one_building_is_scored_on_every_building_of_the_three
     scores = score_agent(trained, hours=24)
     assert list(scores) == ["phase 1", "phase 2", "phase 3"]  # one policy, 5 and 15 buildings
     assert all(np.isfinite(values["score"]) and values["hours"] == 24 for values in scores.values())
+
+
+def test_the_quadratic_reward_prices_the_import_squared_and_an_idle_battery_earns_nothing_on_it() -> None:
+    # cost 2 kWh x 0.5 / 0.25 = 4, emissions 2 x 0.1 / 0.1 = 2, import 2^2 / 2 = 2: -(4 + 2 + 2) / 3
+    assert quadratic_reward(0.25, 0.1, 2.0, 2.0, 0.5, 0.1) == pytest.approx(-8 / 3)
+    assert quadratic_reward(0.25, 0.1, 2.0, -3.0, 0.5, 0.1) == 0.0  # an export costs and emits nothing here
+    env = BuildingBatteryEnv(reward="quadratic", residual=False)
+    env.reset(seed=0)
+    _, reward, *_ = env.step(np.array([0.0], np.float32))
+    assert reward == 0.0
+    _, reward, *_ = env.step(np.array([1.0], np.float32))  # a full charge from the grid: dearer, and a bigger import
+    assert reward < 0.0
+    with pytest.raises(ValueError, match="reward 'peak'"):
+        BuildingBatteryEnv(reward="peak")
