@@ -5,9 +5,11 @@ the central agent's observation and action grow with them, so a central agent ne
 and each learns from one CityLearn step per district-hour. A policy of one building's own observation acts in any
 building of any phase (``PolicyController(per_building=True)`` plays it on every battery in ``run_phase``), so one
 training covers the whole benchmark; and on :class:`~iquitos_lightning.citylearn_2022.battery_twin.BatteryTwin` it
-steps some hundred times faster than CityLearn. What it gives up: a building does not see the district, so the
-score's district terms (ramping, the peaks) are learned through each building's own (:func:`hourly_reward` on one
-building), which a district's sum can only make smaller or equal.
+steps 5-6 times more building-hours per CPU second than the central env on CityLearn (6.1-6.3 k against 1.0-1.2 k,
+random actions, alternating in one process). What it gives up: a building does not see the district, so the score's
+district terms (ramping, the peaks) are learned through the building's own; the district's upward ramp and peak are
+at most the sum of its buildings', so flattening each flattens the sum, but no building can time itself against
+the others.
 
 Which data it trains on: buildings 6-17 over rows 0-5759. Phases 1 and 2 score buildings 1-5 on those rows, phase 3
 scores rows 5760-8759; no (building, row) pair it is scored on is trained on. An episode is a random 30-day window of
