@@ -20,7 +20,7 @@ from iquitos_lightning.agents.replay import bytes_per_transition
 from iquitos_lightning.envs.env_config import EnvConfig
 from iquitos_lightning.envs.factory import env_specs
 from iquitos_lightning.envs.site_data import site_config_of
-from iquitos_lightning.envs.twin import twin_device_bytes
+from iquitos_lightning.envs.twin_device import twin_device_bytes
 from iquitos_lightning.profile.memory_budget import DeviceEstimate, Workload, device_estimate, network_shapes
 
 

@@ -45,7 +45,7 @@ from iquitos_lightning.envs.self_consumption import check_idle_band
 from iquitos_lightning.envs.site_data import site_config_of
 from iquitos_lightning.envs.site_tables import AUTO, OBSERVATION_MODES
 from iquitos_lightning.envs.start_peak import check_start_peak
-from iquitos_lightning.envs.twin import START_SCHEDULES
+from iquitos_lightning.envs.twin_starts import START_SCHEDULES
 from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.site.forecasts import PAST_DAYS, check_forecasts
 

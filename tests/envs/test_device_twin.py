@@ -21,7 +21,7 @@ from iquitos_lightning.envs.actions import LAYOUTS
 from iquitos_lightning.envs.env_config import EnvConfig
 from iquitos_lightning.envs.finite import NonFiniteEnvValue
 from iquitos_lightning.envs.training_twin import STEP_COUNT, TrainingTwin, make_torchrl_twin
-from iquitos_lightning.envs.twin import twin_device_bytes
+from iquitos_lightning.envs.twin_device import twin_device_bytes
 from iquitos_lightning.errors import ConfigError
 from tests.envs.twin_testkit import TINY
 
@@ -78,8 +78,12 @@ def test_the_device_code_path_runs_the_horizon_as_the_cpu_twin(
     moved = make_torchrl_twin(TINY, data_root=data_root, **options).to(device)
     moved.sync_free = True  # the CPU takes it only when told; CUDA always does
     assert moved.sync_free and not moved.checks_every_step
-    held = [value for value in vars(moved).values() if isinstance(value, torch.Tensor)]
-    held += [value for value in vars(moved._state).values() if isinstance(value, torch.Tensor)]
+    held = [
+        value
+        for holder in (moved, moved._state, moved.stacked)
+        for value in vars(holder).values()
+        if isinstance(value, torch.Tensor)
+    ]
     assert held and all(value.device.type == device for value in held)
 
     rollout = _rollout(moved, HOURS)

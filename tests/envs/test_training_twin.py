@@ -102,6 +102,6 @@ def test_a_reset_with_a_mask_restarts_only_those_envs_counters(data_root: Path) 
 def test_a_non_finite_observation_stops_the_training_twin_naming_it(data_root: Path) -> None:
     twin = make_torchrl_twin(TINY, data_root=data_root, **OPTIONS)
     assert isinstance(twin, IquitosTwin)
-    twin._observation_table[:] = float("nan")
+    twin.stacked.observation[:] = float("nan")
     with pytest.raises(NonFiniteEnvValue, match=r"non-finite observation '.*' \(observation\[0\]\) = nan in env 0"):
         twin.reset()

@@ -150,15 +150,15 @@ def test_the_bands_a_compact_twin_carries_are_those_its_step_would_compute_throu
     tensordicts = [twin.reset() for twin in twins]
     partial_resets = 0
     for _ in range(150):  # env 3 ends its 2nd episode at the year's end while the others run on: partial resets
-        state = carrying._state
+        state, tables = carrying._state, carrying.stacked
         row = state.t + carrying._row_offset
         expected = socket_bands(
-            carrying._connected[row],
+            tables.connected[row],
             state.soc[:, 1:],
-            carrying._required_soc[row],
-            carrying._hours_left[row],
-            carrying._battery_kwh,
-            carrying._charger_kw,
+            tables.required_soc[row],
+            tables.hours_left[row],
+            tables.battery_kwh,
+            tables.charger_kw,
         )
         for name in ("low", "high", "laxity_h", "need_kwh"):
             assert torch.equal(getattr(state.bands, name), getattr(expected, name)), name

@@ -152,10 +152,10 @@ def test_a_non_finite_value_of_the_training_twin_stops_the_rollout_naming_it(twi
     assert env.rollout(5).numel() == 10  # clean data: five steps of two envs go through
     if broken == "observation":
         pv = observation_names(twin.sockets, twin.objective).index("pv")
-        twin._observation_table[3, pv] = float("nan")  # what env.step returns after its 3rd hour
+        twin.stacked.observation[3, pv] = float("nan")  # what env.step returns after its 3rd hour
         named += rf"\(observation\[{pv}\]\) = nan in env 0 of the batch at step 3 \(step\)"
     else:
-        twin._hourly[2, 2] = float("nan")  # the price of hour 2: the cost term of the 3rd step's reward
+        twin.stacked.hourly[2, 2] = float("nan")  # the price of hour 2: the cost term of the 3rd step's reward
         named += r"= nan in env 0 of the batch at step 3 \(step\)"
     with pytest.raises(NonFiniteEnvValue, match=named):
         env.rollout(5)
