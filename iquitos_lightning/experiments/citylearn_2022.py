@@ -247,11 +247,13 @@ def _plot(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 
 
 def _reward_kind(key: str) -> str:
-    """The reward a run's returns are in (their units differ, so each gets its own panel)."""
+    """The env and reward a run's returns are in (their units differ, so each gets its own panel): one building on
+    the twin (4 evaluation windows) or the central CityLearn env (2 windows), and the reward."""
+    env = "one building" if "_building" in key else "central"
     for kind in ("quadratic", "relative", "residual"):
         if kind in key:
-            return kind
-    return "absolute"
+            return f"{env}, {kind}"
+    return f"{env}, absolute"
 
 
 def _plot_curves(path: Path, folder: Path, agents: Sequence[dict[str, Any]]) -> None:
@@ -266,7 +268,7 @@ def _plot_curves(path: Path, folder: Path, agents: Sequence[dict[str, Any]]) -> 
     if not curves:
         return
     kinds = [_reward_kind(key) for key in curves]
-    panels = sorted(set(kinds))
+    panels = sorted(set(kinds), reverse=True)  # the per-building runs first
     figure, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.4), squeeze=False)
     for (key, csv_path), kind in zip(curves.items(), kinds, strict=True):
         with csv_path.open() as file:
@@ -275,8 +277,8 @@ def _plot_curves(path: Path, folder: Path, agents: Sequence[dict[str, Any]]) -> 
         axis.plot([frames for frames, _ in points], [value for _, value in points], marker="o", label=key)
         axis.set_title(f"reward: {kind}", fontsize=9)
         axis.set_xlabel("frames")
-        axis.legend(fontsize=7)
-    axes[0][0].set_ylabel("evaluation return (2 windows of 720 h)")
+        axis.legend(fontsize=6, ncol=2 if len(curves) > 8 else 1)
+    axes[0][0].set_ylabel("evaluation return (the run's fixed windows)")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
