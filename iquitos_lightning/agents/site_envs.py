@@ -2,7 +2,7 @@
 
 Why here: the env is the control problem and runs no controller, but an agent's run may need two things only a
 controller gives, and the agents sit above both layers: the reference runs' tables a training twin reads
-(``env.training.start_peak``, ``env.training.reward_baseline``: control/reference_tables.py) and the residual wrapper
+(``env.training.start_peak``, ``env.training.reward_baseline``: control/training_references.py) and the residual wrapper
 that maps the agent's action around a controller's (``env.residual``: control/residual.py). Every env an agent
 steps, in the training process, in a collection worker, for evaluation, selection or a test year, is built here.
 """
@@ -14,8 +14,8 @@ from functools import partial
 
 from torchrl.envs import EnvBase
 
-from iquitos_lightning.control.reference_tables import reference_tables
 from iquitos_lightning.control.residual import residual_around
+from iquitos_lightning.control.training_references import reference_tables
 from iquitos_lightning.envs.factory import EnvConfig, make_env, make_year_env, worker_env_makers
 from iquitos_lightning.envs.reference_tables import NO_REFERENCES
 

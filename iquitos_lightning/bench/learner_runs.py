@@ -29,7 +29,7 @@ from iquitos_lightning.bench.ours import FrameMarks
 from iquitos_lightning.bench.plain_loops import Mark, on_policy_settings, sac_settings, train_on_policy, train_sac
 from iquitos_lightning.bench.timing import setup_kept_out_of_collections
 from iquitos_lightning.bench.trainer import bare_trainer
-from iquitos_lightning.control.reference_tables import reference_tables
+from iquitos_lightning.control.training_references import reference_tables
 from iquitos_lightning.envs.env_config import EnvConfig
 from iquitos_lightning.envs.factory import twin_options
 from iquitos_lightning.envs.twin import make_twin

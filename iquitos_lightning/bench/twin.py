@@ -102,7 +102,7 @@ def training_twins(config: Any, sizes: tuple[int, ...]) -> Iterator[Any]:
     """The training twin of ``config`` at each size in turn, on the CPU, its years, start peaks and tables built once
     (one twin alive at a time: the caller drops each before the next)."""
     # lazy: the twin, its reference runs and the site years load only when a twin is measured
-    from iquitos_lightning.control.reference_tables import reference_tables
+    from iquitos_lightning.control.training_references import reference_tables
     from iquitos_lightning.envs.factory import twin_options
     from iquitos_lightning.envs.training_twin import make_torchrl_twin
 

@@ -5,7 +5,7 @@ window, and what cuts it is holding that import *flat*: a battery that covers th
 runs empty and the later hours set the peak. The shaver is the best hand-written controller the agents' observation
 allows (75.9 % of the tariff gap with the true coming hours, 58.9 % with the ``past_days`` forecasts), and the
 reference run whose month-to-date peaks a training episode starts from (``env.training.start_peak: reference``,
-control/reference_tables.py).
+control/training_references.py).
 
 The shaver, from what the ``tariff`` observation shows (its ``fleet`` action for the hour):
 - EVs: their guaranteed minimum only (``fleet`` action -1), so the evening carries no optional EV load;

@@ -2,7 +2,7 @@
 beside the site they were run on.
 
 Why: every training twin with the default ``start_peak: reference`` needs the peak shaver's run over each of its years
-before the first step (envs/start_peak.py, control/reference_tables.py). With four training years, run together in
+before the first step (envs/start_peak.py, control/training_references.py). With four training years, run together in
 one batched twin, that is ~38 s of a fit's start on the 2-core machine, and more on a lent GPU machine, where each
 second is counted:
 eight whole fits of a GPU check spent four minutes of a fifteen-minute loan recomputing the same arrays. A run's result
@@ -31,7 +31,7 @@ _IN_PROCESS: dict[str, np.ndarray] = {}
 
 CODE_PACKAGES = ("envs", "site")  # under iquitos_lightning/: what a reference run computes with
 # the modules of control/ a reference run runs: its controllers, the residual wrapper, the runs themselves
-CONTROL_MODULES = ("fleet_rule.py", "peak_shaver.py", "residual.py", "reference_tables.py")
+CONTROL_MODULES = ("fleet_rule.py", "peak_shaver.py", "residual.py", "training_references.py")
 
 
 @cache

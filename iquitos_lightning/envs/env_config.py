@@ -125,7 +125,7 @@ class TrainingAids:
     ``start``: where training episodes start: "zero", "staggered" (env b of B at hour b x 8760 / B) or "random";
     ``episode_hours``: how long they run (None: to the year's end).
     ``start_peak``: where a ``tariff`` episode that starts after hour 0 starts its month-to-date peak: "reference"
-    (the peak shaver's at that hour of the year, envs/start_peak.py, run by control/reference_tables.py) or "zero"
+    (the peak shaver's at that hour of the year, envs/start_peak.py, run by control/training_references.py) or "zero"
     (a fresh month).
     ``train_site_seeds``: train on these years of the site profile (its seed replaced: mall noise, cloudiness and
     EV sessions drawn afresh, built once each under ``data_root``); env b runs year b % len. None: the site itself.

@@ -125,9 +125,9 @@ def make_env(
     (with ``evaluation``) the evaluation env of the selection year (``validation_site_seed``).
 
     ``references``: the reference runs' tables a training twin's ``training.start_peak`` and
-    ``training.reward_baseline`` need (envs/reference_tables.py), made above the env by control/reference_tables.py; a
-    twin that needs one it is not given is refused. The residual wrapper (``residual``) is put around the env above it
-    too (agents/site_envs.py).
+    ``training.reward_baseline`` need (envs/reference_tables.py), made above the env by
+    control/training_references.py; a twin that needs one it is not given is refused. The residual wrapper
+    (``residual``) is put around the env above it too (agents/site_envs.py).
 
     With ``backend.train: twin`` the training env is the batched twin (``backend.num_envs`` envs); an
     evaluation env is CityLearn unless ``backend.evaluate`` is ``"twin"``. With ``backend.num_workers`` > 1 this is the
@@ -259,7 +259,7 @@ def general_torchrl_env(seeding: EpisodeSeeding) -> EnvBase:
 
 def twin_options(config: EnvConfig) -> dict[str, Any]:
     """The keyword arguments of the twin a twin-backend ``config`` trains on (:func:`~iquitos_lightning.envs.twin.
-    make_twin`'s) but its reference tables (``references``, control/reference_tables.py): also what the bench's plain
+    make_twin`'s) but its reference tables (``references``, control/training_references.py): also what the bench's plain
     loops build their bare twin from, so both sides step the same site, envs, layout, objective, observation, starts
     and years."""
     return {

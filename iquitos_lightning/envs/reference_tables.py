@@ -3,7 +3,7 @@
 Why tables: the twin is the control problem and runs no controller. What a training episode needs from a reference
 run of each of its years (the month-to-date peak a mid-month start begins with, ``env.training.start_peak``,
 envs/start_peak.py; the reward a baseline controller earns at each hour, ``env.training.reward_baseline``,
-envs/reward_baseline.py) is computed above it, by the controllers of ``control/`` (control/reference_tables.py),
+envs/reward_baseline.py) is computed above it, by the controllers of ``control/`` (control/training_references.py),
 and handed in as arrays, as the site's own series are (envs/site_tables.py). :func:`missing_references` lets the env
 factory refuse a twin whose options need a table it was not given, rather than train on a silent 0.
 """

@@ -29,7 +29,7 @@ the uncontrolled action then earns exactly 0; on a training year almost 0 (defau
 0.0018 a step, against the 0.028-0.040 spread of what a controller changes). Still a fixed series, so the best policy is
 unchanged; the committed tables were trained with it as it is.
 
-The runs are made above the env, by control/reference_tables.py, and handed to the twin as a table
+The runs are made above the env, by control/training_references.py, and handed to the twin as a table
 (envs/reference_tables.py): the env runs no controller.
 """
 

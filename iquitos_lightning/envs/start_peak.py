@@ -9,7 +9,7 @@ evaluated policy never sees. Starting the peak where a reasonable controller has
 keeps the reward's demand term what it is in evaluation: a rise is paid only for importing more than that.
 
 The reference is the peak shaver (control/peak_shaver.py) run once over the year in a one-env twin from hour 0 with
-the training twin's site, demand period and EV guarantee, by control/reference_tables.py; the twin is handed the
+the training twin's site, demand period and EV guarantee, by control/training_references.py; the twin is handed the
 peaks as a table (envs/reference_tables.py).
 """
 

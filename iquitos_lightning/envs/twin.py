@@ -84,7 +84,7 @@ class IquitosTwin(TwinStep, EnvBase):
         device: where the tensors live.
         record: keep the hourly flows and departures of every env (for KPIs; costs
             B x hours x (10 + sockets) values, so meant for small B). With ``years``: each env's flows (a reference
-            run's grid imports: control/reference_tables.py); the departures table reads one year's sessions.
+            run's grid imports: control/training_references.py); the departures table reads one year's sessions.
         compile_physics: ``torch.compile`` the step's physics (:meth:`_simulate`) into fused kernels. It
             takes about a minute on first use (per batch size) and then runs 3-5x faster at small
             B; measured bit-equal to the eager step on the tiny site.
@@ -98,7 +98,7 @@ class IquitosTwin(TwinStep, EnvBase):
             simulates ``years[b % len(years)]``. ``series`` still sets every scale (observation, reward), so each
             year is seen on the scale of the year the agent is evaluated on.
             Empty: every env simulates ``series``.
-        references: series of reference runs of each year, made above the env (control/reference_tables.py):
+        references: series of reference runs of each year, made above the env (control/training_references.py):
             ``start_peaks``, the billed peak-to-date a ``tariff`` episode starting at that row begins with
             (envs/start_peak.py; None: 0), and ``baseline_rewards`` (training only), subtracted from the reward
             at that row (envs/reward_baseline.py; None: the objective's reward).

@@ -14,8 +14,8 @@ from tensordict import TensorDict
 from iquitos_lightning.control import reference_runs
 from iquitos_lightning.control.peak_shaver import PeakShaver
 from iquitos_lightning.control.reference_runs import CACHE_FOLDER, cache_path, cached_reference
-from iquitos_lightning.control.reference_tables import RunOptions, reference_tables, start_peaks
 from iquitos_lightning.control.residual import with_residual
+from iquitos_lightning.control.training_references import RunOptions, reference_tables, start_peaks
 from iquitos_lightning.envs.actions import FLEET
 from iquitos_lightning.envs.env_config import Backend, EnvConfig, TrainingAids
 from iquitos_lightning.envs.site_data import built_site, site_years
@@ -29,7 +29,8 @@ def _as_a_new_process(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _start_peaks(data_root: Path, demand_period: str = "month") -> np.ndarray:
-    """The start peaks a training twin of the tiny site reads (the peak shaver's run: control/reference_tables.py)."""
+    """The start peaks a training twin of the tiny site reads (the peak shaver's run:
+    control/training_references.py)."""
     config = EnvConfig(
         site=str(TINY),
         data_root=str(data_root),
@@ -48,7 +49,9 @@ def test_a_training_twins_start_peaks_are_read_back_by_the_next_process(
     assert len(list(tmp_path.rglob(f"{CACHE_FOLDER}/peaks-*.npy"))) == 2  # the run's month and day peaks
     _as_a_new_process(monkeypatch)
     with monkeypatch.context() as patched:  # the peak shaver's year must not run again, for either period
-        patched.setattr("iquitos_lightning.control.reference_tables.run_constant_action", lambda *a: pytest.fail("ran"))
+        patched.setattr(
+            "iquitos_lightning.control.training_references.run_constant_action", lambda *a: pytest.fail("ran")
+        )
         second = _start_peaks(tmp_path)
         daily = _start_peaks(tmp_path, demand_period="day")
     assert np.array_equal(first, second) and first.any()
@@ -84,7 +87,7 @@ def test_a_corrupt_or_unwritable_cache_costs_only_the_run(tmp_path: Path, monkey
 
 
 def test_years_run_together_give_each_years_peaks_run_alone(tmp_path: Path) -> None:
-    """The peak shaver runs the years a twin lacks in one batched twin (control/reference_tables.py ``start_peaks``);
+    """The peak shaver runs the years a twin lacks in one batched twin (control/training_references.py ``start_peaks``);
     each year's peaks must be its run alone, bit for bit, or a card profile would train on other start peaks."""
     options = {"demand_period": "month", "ev_guarantee": True, "forecasts": "past_days"}
 

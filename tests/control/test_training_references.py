@@ -1,7 +1,7 @@
-"""The reference runs' tables a training twin reads (control/reference_tables.py, envs/reference_tables.py) on the tiny
-site: the start peaks are the peak shaver's run of the year (``start_peak: reference``), the reward baselines make
-their controller earn 0 and any other action its difference from it (``reward_baseline``), and a twin that needs a
-table it was not given is refused."""
+"""The reference runs' tables a training twin reads (control/training_references.py, envs/reference_tables.py) on
+the tiny site: the start peaks are the peak shaver's run of the year (``start_peak: reference``), the reward
+baselines make their controller earn 0 and any other action its difference from it (``reward_baseline``), and a twin
+that needs a table it was not given is refused."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from tensordict import TensorDict
 
 from iquitos_lightning.agents.site_envs import make_agent_env
 from iquitos_lightning.control.peak_shaver import PeakShaver
-from iquitos_lightning.control.reference_tables import reference_tables
 from iquitos_lightning.control.residual import with_residual
+from iquitos_lightning.control.training_references import reference_tables
 from iquitos_lightning.envs.actions import FLEET, SELF_CONSUMPTION_WINDOW
 from iquitos_lightning.envs.env_config import Backend, EnvConfig, TrainingAids
 from iquitos_lightning.envs.factory import make_env
