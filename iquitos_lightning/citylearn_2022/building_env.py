@@ -44,6 +44,7 @@ from iquitos_lightning.citylearn_2022.gym_env import (
     PRICE_SCALE,
     TRAIN_ROWS,
     WINDOW_HOURS,
+    LastHour,
     RewardScales,
     hourly_reward,
 )
@@ -92,39 +93,27 @@ class BuildingObservation:
 
     def reset(self) -> None:
         """Forget the last episode: no row recorded, no day peak."""
-        count = self.net.shape[0]
-        self.last_row = -1
-        self.last_net = np.zeros(count)
-        self.day_peak = np.zeros(count)
+        self.last = LastHour(self.net.shape[0])
 
     def record(self, row: int, net_with_battery: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Note row ``row``'s net consumption per building once simulated; return each building's previous net load
         and its day's peak before this row (the hourly reward's references)."""
-        net = np.asarray(net_with_battery, float)
-        previous = self.last_net if self.last_row >= 0 else net
-        if self.last_row < 0 or row // HOURS_PER_DAY != self.last_row // HOURS_PER_DAY:
-            self.day_peak = np.zeros_like(net)  # a new block of the daily KPIs
-        peak_before = self.day_peak
-        self.day_peak = np.maximum(self.day_peak, net)
-        self.last_row, self.last_net = row, net
-        return previous, peak_before
+        return self.last.record(row, net_with_battery)
 
     def observe(self, row: int, soc: np.ndarray) -> np.ndarray:
         """(buildings, :attr:`size`): the observation for row ``row``, the data up to ``row - 1`` recorded last."""
-        if self.last_row != row - 1:
-            raise ValueError(f"observation for row {row} needs row {row - 1} recorded last, got {self.last_row}")
+        day_peak = self.last.day_peak_for(row)
         known = row - 1
         count = self.net.shape[0]
         hour = 2 * np.pi * (row % HOURS_PER_DAY) / HOURS_PER_DAY
         ahead = np.minimum(np.arange(known, known + PRICE_AHEAD + 1), HOURS - 1)
-        day_peak = self.day_peak if row // HOURS_PER_DAY == known // HOURS_PER_DAY else np.zeros(count)
         columns = [
             np.full(count, np.sin(hour)),
             np.full(count, np.cos(hour)),
             self.net[:, known] / BATTERY_POWER_KW,
             self.net[:, max(row - HOURS_PER_DAY, 0)] / BATTERY_POWER_KW,
             np.asarray(soc, float),
-            self.last_net / BATTERY_POWER_KW,
+            self.last.net / BATTERY_POWER_KW,
             day_peak / BATTERY_POWER_KW,
             *[np.full(count, price / PRICE_SCALE) for price in self.price[ahead]],
             np.full(count, self.carbon[known] / CARBON_SCALE),

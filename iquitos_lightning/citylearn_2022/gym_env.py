@@ -52,6 +52,40 @@ RELATIVE_SUFFIX = "Relative"  # the ids with the reward relative to no battery (
 RESIDUAL_SUFFIX = "ResidualRelative"  # relative reward, the agent acting around the self-consumption rule
 
 
+class LastHour:
+    """The last simulated row's net load and the day's peak so far, for the district (one number) or per building
+    (an array): what an observation of the next row and the hourly reward read, kept the same way for both envs'
+    builders (:class:`ObservationBuilder`, ``building_env.BuildingObservation``)."""
+
+    def __init__(self, count: int | None = None) -> None:
+        self.shape = () if count is None else (count,)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the last episode: no row recorded, no day peak."""
+        self.row = -1
+        self.net = np.zeros(self.shape)
+        self.day_peak = np.zeros(self.shape)
+
+    def record(self, row: int, net: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Note row ``row``'s net load once simulated; return the previous row's and the day's peak before this row."""
+        net = np.asarray(net, float)
+        previous = self.net if self.row >= 0 else net
+        if self.row < 0 or row // HOURS_PER_DAY != self.row // HOURS_PER_DAY:
+            self.day_peak = np.zeros_like(net)  # a new block of the daily KPIs (blocks from row 0)
+        peak_before = self.day_peak
+        self.day_peak = np.maximum(self.day_peak, net)
+        self.row, self.net = row, net
+        return previous, peak_before
+
+    def day_peak_for(self, row: int) -> np.ndarray:
+        """The day's peak an observation of row ``row`` sees (0 when ``row`` starts a day); ``row - 1`` recorded
+        last."""
+        if self.row != row - 1:
+            raise ValueError(f"observation for row {row} needs row {row - 1} recorded last, got {self.row}")
+        return self.day_peak if row // HOURS_PER_DAY == (row - 1) // HOURS_PER_DAY else np.zeros_like(self.day_peak)
+
+
 class ObservationBuilder:
     """The observation for data row ``r`` from what is known at ``r - 1``: the env's and the scored policy's.
 
@@ -77,37 +111,27 @@ class ObservationBuilder:
 
     def reset(self) -> None:
         """Forget the last episode: no row recorded, no day peak."""
-        self.last_row = -1
-        self.last_district = 0.0
-        self.day_peak = 0.0
+        self.last = LastHour()
 
     def record(self, row: int, net_with_battery: np.ndarray) -> tuple[float, float]:
         """Note row ``row``'s net consumption per building (with batteries) once simulated; return the district's
         previous net load and the day's peak before this row (what the hourly reward compares with)."""
-        district = float(np.sum(net_with_battery))
-        previous = self.last_district if self.last_row >= 0 else district
-        if self.last_row < 0 or row // HOURS_PER_DAY != self.last_row // HOURS_PER_DAY:
-            self.day_peak = 0.0  # a new block of the daily KPIs (blocks from row 0; every phase starts a block)
-        peak_before = self.day_peak
-        self.day_peak = max(self.day_peak, district)
-        self.last_row, self.last_district = row, district
-        return previous, peak_before
+        previous, peak_before = self.last.record(row, np.sum(net_with_battery))
+        return float(previous), float(peak_before)
 
     def observe(self, row: int, soc: np.ndarray) -> np.ndarray:
         """The observation for row ``row``: the data up to ``row - 1`` (recorded last) and ``soc`` after it."""
-        if self.last_row != row - 1:
-            raise ValueError(f"observation for row {row} needs row {row - 1} recorded last, got {self.last_row}")
+        day_peak = float(self.last.day_peak_for(row))
         known = row - 1
         buildings = len(self.buildings)
         hour = 2 * np.pi * (row % HOURS_PER_DAY) / HOURS_PER_DAY
         ahead = np.minimum(np.arange(known, known + PRICE_AHEAD + 1), HOURS - 1)
-        day_peak = self.day_peak if row // HOURS_PER_DAY == known // HOURS_PER_DAY else 0.0
         parts = [
             [np.sin(hour), np.cos(hour)],
             self.net[:, known] / BATTERY_POWER_KW,
             self.net[:, max(row - HOURS_PER_DAY, 0)] / BATTERY_POWER_KW,
             np.asarray(soc, float),
-            [self.last_district / (BATTERY_POWER_KW * buildings), day_peak / (BATTERY_POWER_KW * buildings)],
+            [float(self.last.net) / (BATTERY_POWER_KW * buildings), day_peak / (BATTERY_POWER_KW * buildings)],
             self.price[ahead] / PRICE_SCALE,
             [self.carbon[known] / CARBON_SCALE],
         ]
