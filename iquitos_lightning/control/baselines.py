@@ -49,6 +49,7 @@ from iquitos_lightning.control.references import (
 )
 from iquitos_lightning.control.robust_mpc import RobustMPCController, load_settings
 from iquitos_lightning.control.rollout import RolloutResult, run_controller
+from iquitos_lightning.control.site_years import year_before
 from iquitos_lightning.control.tariff_rule import TariffRuleController
 from iquitos_lightning.envs.actions import unavoidable_unmet_kwh
 from iquitos_lightning.envs.citylearn import make_iquitos_env
@@ -67,8 +68,9 @@ from iquitos_lightning.site.config import SiteConfig, load_site_config
 _REPLAY_CHECKED_KPIS = ("grid_import_kwh", "co2_kg", "cost", "ev_energy_served_kwh", "ev_unmet_kwh")
 
 # Bumped when the references change (2: tariff_rule and mpc_forecast plan with the shared past-days forecasts of
-# site/forecasts.py; 3: the mpc_robust_tariff row): a baselines.json of another version is made again by ``compare``.
-REFERENCES_VERSION = 3
+# site/forecasts.py; 3: the mpc_robust_tariff row; 4: mpc_robust starts the year from the last days of the year
+# before): a baselines.json of another version is made again by ``compare``.
+REFERENCES_VERSION = 4
 
 
 SIMULATORS = ("citylearn", "twin")
@@ -140,7 +142,8 @@ def run_baselines(
             mpc.name = f"mpc_{forecast}_{objective}"
             controllers.append(mpc)
         if objective == TARIFF:  # the practitioner's hedged MPC, with its knobs tuned on training years
-            robust = RobustMPCController(env.series, objective, load_settings())
+            before = year_before(site_config, build.path.parent)
+            robust = RobustMPCController(env.series, objective, load_settings(), before)
             robust.name = f"mpc_robust_{objective}"
             controllers.append(robust)
     rollouts = _run_all(env, controllers, console)

@@ -20,6 +20,10 @@ while its demand charge does not. A site engineer hedges the forecast instead, a
   session may share a socket with a plugged EV (the LP has one variable per session-hour, not one per socket): it
   reserves energy, not a socket.
 - **Horizon** ``horizon`` hours (24 to 48: a window past midnight sees tomorrow's morning PV).
+- **The days before the year** (``year_before``): a site starts January with December metered, so the box and
+  yesterday's arrivals of the year's first days come from the last ``envelope_days`` days of the year before (another
+  draw of the same profile: control/site_years.py ``year_before``). Without them the first hours plan with the hour
+  now held flat and no EV to come, and the evening's peak that follows sets January's demand charge.
 
 Every knob is tuned on the training years like an agent's hyperparameters (``tune-reference``,
 experiments/tune_reference.py), and read from ``configs/tuned/mpc_robust_tariff.yaml`` by the reference table.
@@ -98,28 +102,58 @@ def past_envelope(values: np.ndarray, t: int, hours: int, days: int, worst: str)
 class RobustMPCController(MPCController):
     """``mpc_forecast``'s LP with a hedged PV / mall box and yesterday's EV arrivals (module docstring)."""
 
-    def __init__(self, series: SiteSeries, objective: str, settings: RobustSettings | None = None) -> None:
+    def __init__(
+        self,
+        series: SiteSeries,
+        objective: str,
+        settings: RobustSettings | None = None,
+        year_before: SiteSeries | None = None,
+    ) -> None:
         self.settings = settings or RobustSettings()
         # "perfect" builds no forecast table (the past-days mean's reaches 24 h only); this class plans with its box
         super().__init__(series, objective, "perfect", horizon=self.settings.horizon)
         self.forecast = ROBUST  # from here on the parent plans no true arrivals either
         self.name = f"mpc_{ROBUST}"
+        # the hours the plan may look back on: the year's, after the last days of the year before when known
+        self.lead = HOURS_PER_DAY * self.settings.envelope_days if year_before is not None else 0
+        self.known_mall_kw, self.known_pv_kw = series.mall_kw, series.pv_kw
+        self.known_sessions = (self.arrival, self.departure, self.socket, self.need)
+        if year_before is not None:
+            self.known_mall_kw = np.concatenate([year_before.mall_kw[-self.lead :], series.mall_kw])
+            self.known_pv_kw = np.concatenate([year_before.pv_kw[-self.lead :], series.pv_kw])
+            self.known_sessions = _with_last_day_of(year_before, self.known_sessions)
 
     def _planned_pv_and_mall(self, state: SiteState, t: int, hours: int) -> tuple[np.ndarray, np.ndarray]:
-        days = self.settings.envelope_days
-        mall = past_envelope(self.series.mall_kw, t, hours, days, "max") * (1.0 + self.settings.mall_margin)
-        pv = past_envelope(self.series.pv_kw, t, hours, days, "min") * (1.0 - self.settings.pv_margin)
+        days, now = self.settings.envelope_days, t + self.lead
+        mall = past_envelope(self.known_mall_kw, now, hours, days, "max") * (1.0 + self.settings.mall_margin)
+        pv = past_envelope(self.known_pv_kw, now, hours, days, "min") * (1.0 - self.settings.pv_margin)
         return np.concatenate([[state.pv_kw], pv]), np.concatenate([[state.mall_kw], mall])
 
     def _coming_sessions(self, t: int, hours: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         if not self.settings.plan_arrivals:
             return super()._coming_sessions(t, hours)
-        recent = np.flatnonzero((self.arrival > t - HOURS_PER_DAY) & (self.arrival <= t))
+        arrival, departure, socket, need = self.known_sessions
+        recent = np.flatnonzero((arrival > t - HOURS_PER_DAY) & (arrival <= t))
         repeats = np.arange(1, math.ceil(hours / HOURS_PER_DAY) + 1)
         shift = (HOURS_PER_DAY * repeats[:, None] + np.zeros(len(recent), dtype=int)[None, :]).ravel()
         index = np.tile(recent, len(repeats))
-        start = self.arrival[index] + shift - t
+        start = arrival[index] + shift - t
         inside = start < hours
         index, start, shift = index[inside], start[inside], shift[inside]
-        end = self.departure[index] + shift - t
-        return self.socket[index], start, end, self.need[index]
+        end = departure[index] + shift - t
+        return socket[index], start, end, need[index]
+
+
+def _with_last_day_of(year_before: SiteSeries, sessions: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """(arrival, departure, socket, need) of the year's sessions after those that arrived on the last day of
+    ``year_before``, their hours counted back from the year's hour 0 (arrivals -24..-1): yesterday's EVs of hour 0."""
+    before = year_before.sessions
+    arrival = before["arrival_step"].to_numpy(dtype=int) - year_before.hours
+    last_day = arrival >= -HOURS_PER_DAY
+    earlier = (
+        arrival[last_day],
+        before["departure_step"].to_numpy(dtype=int)[last_day] - year_before.hours,
+        before["socket"].to_numpy(dtype=int)[last_day],
+        year_before.session_energy_needed_kwh()[last_day],
+    )
+    return tuple(np.concatenate([old, new]) for old, new in zip(earlier, sessions, strict=True))

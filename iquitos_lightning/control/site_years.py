@@ -26,6 +26,7 @@ from iquitos_lightning.envs.site_data import built_site, site_config_of, site_ye
 from iquitos_lightning.envs.twin import make_twin
 from iquitos_lightning.envs.twin_site import TwinSite
 from iquitos_lightning.site.config import SiteConfig
+from iquitos_lightning.site.series import SiteSeries
 
 RULE, OPTIMUM = "rule_based", f"optimum_{TARIFF}"
 # The tariff ladder's rungs, best to worst information: the year's optimum, MPC with the true coming hours (what the
@@ -57,6 +58,13 @@ def year_env(site: str | Path | SiteConfig, seed: int, data_root: Path = Path("d
     return TwinSite(make_twin(config, data_root=build.path.parent, record=True))
 
 
+def year_before(site_config: SiteConfig, data_root: Path = Path("data")) -> SiteSeries:
+    """The series of the year before ``site_config``'s: the profile drawn from the seed before (the site's years are
+    independent draws of one profile, consecutive seeds standing for consecutive years; every draw keeps the
+    profile's calendar, so its last days are a December, not the weekdays of the real one), built once."""
+    return built_site(site_year(site_config, site_config.seed - 1), data_root).series
+
+
 def run_year(env: TwinSite, controller: Controller, seed: int) -> YearBill:
     """``controller`` over the whole year of ``env``; its bill, monthly split, largest import and unmet EV energy."""
     result = run_controller(env, controller)
@@ -71,8 +79,11 @@ def run_year(env: TwinSite, controller: Controller, seed: int) -> YearBill:
     )
 
 
-def reference_controllers(env: TwinSite, robust: RobustSettings | None) -> dict[str, Callable[[], Controller]]:
-    """The tariff references of ``env``'s year, built lazily (an LP per year, an MPC per hour), by row name."""
+def reference_controllers(
+    env: TwinSite, robust: RobustSettings | None, before: SiteSeries | None = None
+) -> dict[str, Callable[[], Controller]]:
+    """The tariff references of ``env``'s year, built lazily (an LP per year, an MPC per hour), by row name; the
+    practitioner's MPC starts the year from ``before``'s last days when given (:func:`year_before`)."""
     series = env.series
     efficiency = float(getattr(env, "charger_efficiency", 1.0))
 
@@ -90,7 +101,9 @@ def reference_controllers(env: TwinSite, robust: RobustSettings | None) -> dict[
         OPTIMUM: optimum,
         f"mpc_perfect_{TARIFF}": lambda: named(MPCController(series, TARIFF, "perfect"), f"mpc_perfect_{TARIFF}"),
         f"mpc_forecast_{TARIFF}": lambda: named(MPCController(series, TARIFF, "forecast"), f"mpc_forecast_{TARIFF}"),
-        f"mpc_robust_{TARIFF}": lambda: named(RobustMPCController(series, TARIFF, robust), f"mpc_robust_{TARIFF}"),
+        f"mpc_robust_{TARIFF}": lambda: named(
+            RobustMPCController(series, TARIFF, robust, before), f"mpc_robust_{TARIFF}"
+        ),
     }
     return makers
 

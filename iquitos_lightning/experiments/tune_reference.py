@@ -30,7 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from iquitos_lightning.atomic_files import write_atomically
 from iquitos_lightning.console import command_console
 from iquitos_lightning.control.robust_mpc import TUNED_SETTINGS, RobustMPCController, RobustSettings
-from iquitos_lightning.control.site_years import OPTIMUM, RULE, gap_closed, gap_ends, run_year, year_env
+from iquitos_lightning.control.site_years import OPTIMUM, RULE, gap_closed, gap_ends, run_year, year_before, year_env
 from iquitos_lightning.envs.objectives import TARIFF
 from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.experiments.study import make_pruner, open_storage
@@ -99,6 +99,7 @@ def run_tune_reference(settings: ReferenceTuneSettings, console: Console | None 
         raise ConfigError(f"--years includes {site_config.seed}, the site's own (reported) year: tune on other years")
     settings.runs.mkdir(parents=True, exist_ok=True)
     envs = {seed: year_env(settings.site, seed) for seed in settings.years}
+    befores = {seed: year_before(env.site_config) for seed, env in envs.items()}
     ends = year_ends(settings, envs, console)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
@@ -117,7 +118,7 @@ def run_tune_reference(settings: ReferenceTuneSettings, console: Console | None 
         knobs = sample_settings(trial)
         gaps = []
         for step, (seed, env) in enumerate(envs.items()):
-            bill = run_year(env, RobustMPCController(env.series, TARIFF, knobs), seed)
+            bill = run_year(env, RobustMPCController(env.series, TARIFF, knobs, befores[seed]), seed)
             gaps.append(gap_closed(bill.tariff_cost, ends[seed][RULE], ends[seed][OPTIMUM]))
             trial.set_user_attr(f"gap_{seed}", round(gaps[-1], 2))
             trial.set_user_attr(f"max_import_kw_{seed}", round(bill.max_import_kw, 1))

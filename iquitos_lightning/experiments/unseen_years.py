@@ -45,6 +45,7 @@ from iquitos_lightning.control.site_years import (
     gap_closed,
     reference_controllers,
     run_year,
+    year_before,
     year_env,
 )
 from iquitos_lightning.envs.objectives import TARIFF, monthly_bill, tariff_bill
@@ -56,7 +57,7 @@ from iquitos_lightning.report.results_page import write_results_page
 from iquitos_lightning.site.config import load_site_config
 
 TEST_YEARS = (2040, 2041, 2042, 2043, 2044)  # site seeds read only for the committed tables
-REFERENCES_VERSION = 1  # bumped when a reference changes what it does: cached years are evaluated again
+REFERENCES_VERSION = 2  # bumped when a reference changes what it does: cached years are evaluated again
 
 
 def year_row(bill: dict[str, float], months: pd.DataFrame, max_import_kw: float, unmet_kwh: float) -> dict[str, Any]:
@@ -84,7 +85,7 @@ def references_of_year(site: Path, seed: int, cache: Path, console: Console | No
         return json.loads(path.read_text())
     env = year_env(site, seed)
     rows = {}
-    for name, make in reference_controllers(env, robust).items():
+    for name, make in reference_controllers(env, robust, year_before(env.site_config)).items():
         bill = run_year(env, make(), seed)
         rows[name] = year_row(bill.bill, bill.months, bill.max_import_kw, bill.ev_unmet_kwh)
         (console or command_console()).print(f"year {seed}: {name} {bill.tariff_cost:,.0f} ({bill.seconds:.0f} s)")

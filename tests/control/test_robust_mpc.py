@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from iquitos_lightning.control.robust_mpc import RobustMPCController, RobustSettings, load_settings, past_envelope
-from iquitos_lightning.control.site_years import OPTIMUM, RULE, reference_controllers, run_year, year_env
+from iquitos_lightning.control.site_years import OPTIMUM, RULE, reference_controllers, run_year, year_before, year_env
 from iquitos_lightning.envs.objectives import TARIFF, monthly_bill, tariff_bill
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,9 +69,37 @@ def test_yesterdays_arrivals_are_planned_again_a_day_later(tiny_year):
     assert len(plain._coming_sessions(t, 24)[0]) == 0
 
 
+def test_the_year_starts_from_the_last_days_of_the_year_before(tiny_year):
+    before = year_before(tiny_year.site_config, Path("data"))
+    assert before.config.seed == 6 and before.hours == tiny_year.series.hours
+    settings = RobustSettings(envelope_days=2, mall_margin=0.0, pv_margin=0.0)
+    warm = RobustMPCController(tiny_year.series, TARIFF, settings, before)
+    cold = RobustMPCController(tiny_year.series, TARIFF, settings)
+    tiny_year.reset()
+    state = tiny_year.state()
+    _, mall = warm._planned_pv_and_mall(state, 0, 24)
+    # hour k of day 0: the higher mall load of that hour on the year before's last two days (the year's own unread)
+    last_two_days = before.mall_kw[-48:].reshape(2, 24)
+    np.testing.assert_allclose(mall[1:], last_two_days.max(axis=0)[1:])
+    np.testing.assert_allclose(cold._planned_pv_and_mall(state, 0, 24)[1][1:], tiny_year.series.mall_kw[0])
+    # yesterday's EVs at hour 0: those that arrived on the year before's last day, planned 24 h after they came
+    arrivals = before.sessions["arrival_step"].to_numpy() - before.hours
+    expected = sorted((arrivals[arrivals >= -24] + 24).tolist())
+    assert expected, "the tiny year before has EVs on its last day"
+    assert sorted(warm._coming_sessions(0, 24)[1].tolist()) == [start for start in expected if start < 24]
+    assert len(cold._coming_sessions(0, 24)[1]) == 0
+    # a day in, the year's own days are the past again
+    t = 24 * 3
+    np.testing.assert_array_equal(warm._coming_sessions(t, 24)[1], cold._coming_sessions(t, 24)[1])
+    np.testing.assert_array_equal(
+        warm._planned_pv_and_mall(state, t, 24)[1], cold._planned_pv_and_mall(state, t, 24)[1]
+    )
+
+
 @pytest.mark.parametrize("horizon", [24, 36])
 def test_the_robust_mpc_serves_every_ev_between_the_optimum_and_the_rule(tiny_year, horizon):
-    makers = reference_controllers(tiny_year, RobustSettings(horizon=horizon))
+    before = year_before(tiny_year.site_config) if horizon == 36 else None
+    makers = reference_controllers(tiny_year, RobustSettings(horizon=horizon), before)
     bills = {name: run_year(tiny_year, makers[name](), 7) for name in (RULE, OPTIMUM, f"mpc_robust_{TARIFF}")}
     robust = bills[f"mpc_robust_{TARIFF}"]
     assert bills[OPTIMUM].tariff_cost <= robust.tariff_cost < bills[RULE].tariff_cost
