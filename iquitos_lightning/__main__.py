@@ -433,7 +433,7 @@ def _run_project_command(args: list[str]) -> int:
         return 0
     if namespace.command == "baselines":
         # lazy: each command loads only what it runs (build-site must not pay for torch and Lightning)
-        from iquitos_lightning.control.baselines import run_baselines
+        from iquitos_lightning.experiments.baselines import run_baselines
 
         run_baselines(namespace.site, namespace.results, simulator=namespace.simulator, command=args)
         return 0

@@ -176,7 +176,7 @@ def _public_definitions(package: Path) -> set[str]:
 
 @pytest.mark.parametrize(
     ("source", "target"),
-    [("metrics.kpis", "envs.citylearn"), ("report.tables", "control.baselines"), ("envs.twin", "control.residual")],
+    [("metrics.kpis", "envs.citylearn"), ("report.tables", "experiments.baselines"), ("envs.twin", "control.residual")],
 )
 def test_layer_order_matches_the_data_flow(source: str, target: str) -> None:
     """KPI definitions sit below the envs that record flows; the report below the controllers it tabulates; the env

@@ -49,7 +49,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from iquitos_lightning.console import command_console
-from iquitos_lightning.control.baselines import current_references, run_baselines
+from iquitos_lightning.control.reference_results import current_references
+from iquitos_lightning.experiments.baselines import run_baselines
 from iquitos_lightning.experiments.launchers import Launcher, LauncherOptions
 from iquitos_lightning.experiments.profiles import EXPERIMENTS, find_profile, profile_files
 from iquitos_lightning.profile.bases import profile_yaml

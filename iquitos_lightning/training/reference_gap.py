@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from iquitos_lightning.control.reference_results import current_references
 from iquitos_lightning.envs.objectives import TARIFF, THESIS
 from iquitos_lightning.report.comparison import gap_closed_pct
 from iquitos_lightning.site.config import load_site_config
@@ -48,9 +49,6 @@ def reference_gap(
     ``baselines.json``: configs/site/test-years/)."""
     if objective not in OBJECTIVE_VALUE:
         return None
-    # lazy: the references' module loads CityLearn, which `fit` on a Gymnasium env must not need
-    from iquitos_lightning.control.baselines import current_references
-
     site_config = load_site_config(site)
     references = current_references(results, site_config)
     column = OBJECTIVE_VALUE[objective][0]

@@ -15,7 +15,7 @@ import torch
 
 from iquitos_lightning.agents import RLAgent
 from iquitos_lightning.cli import IquitosLightningCLI, run_lightning_cli
-from iquitos_lightning.control.baselines import REFERENCES_VERSION
+from iquitos_lightning.control.reference_results import REFERENCES_VERSION
 from iquitos_lightning.envs.env_config import Backend, EnvConfig, TrainingAids
 from iquitos_lightning.report import run_report
 from iquitos_lightning.site.config import load_site_config

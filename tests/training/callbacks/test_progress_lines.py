@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from iquitos_lightning.cli import run_lightning_cli
-from iquitos_lightning.control.baselines import REFERENCES_VERSION
+from iquitos_lightning.control.reference_results import REFERENCES_VERSION
 from iquitos_lightning.site.config import load_site_config
 from iquitos_lightning.training.callbacks.progress_lines import LineProgressBar, draws_a_bar, next_line_at
 from iquitos_lightning.training.reference_gap import RESULTS

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from iquitos_lightning.control.baselines import run_baselines
+from iquitos_lightning.experiments.baselines import run_baselines
 
 TINY_SITE = Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml"
 

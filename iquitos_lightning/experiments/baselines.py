@@ -41,6 +41,7 @@ from iquitos_lightning.control.optimum import (
     OptimumPlan,
     solve_optimum,
 )
+from iquitos_lightning.control.reference_results import REFERENCES_VERSION
 from iquitos_lightning.control.references import (
     Controller,
     PlanController,
@@ -67,24 +68,7 @@ from iquitos_lightning.site.config import SiteConfig, load_site_config
 # KPIs compared between the LP's claim and its replay in CityLearn (relative difference in the JSON).
 _REPLAY_CHECKED_KPIS = ("grid_import_kwh", "co2_kg", "cost", "ev_energy_served_kwh", "ev_unmet_kwh")
 
-# Bumped when the references change (2: tariff_rule and mpc_forecast plan with the shared past-days forecasts of
-# site/forecasts.py; 3: the mpc_robust_tariff row; 4: mpc_robust starts the year from the last days of the year
-# before): a baselines.json of another version is made again by ``compare``.
-REFERENCES_VERSION = 4
-
-
 SIMULATORS = ("citylearn", "twin")
-
-
-def current_references(results_root: Path, site_config: SiteConfig) -> dict[str, Any] | None:
-    """``results/<site>/baselines.json`` when it was made for this exact site config and references version, else
-    None (missing or stale: run ``baselines`` again). The one reader of that file's validity."""
-    path = Path(results_root) / site_config.name / "baselines.json"
-    if not path.is_file():
-        return None
-    made = json.loads(path.read_text())
-    current = made.get("site_config_hash") == site_config.content_hash()
-    return made if current and made.get("references_version") == REFERENCES_VERSION else None
 
 
 def run_baselines(
