@@ -34,11 +34,11 @@ from iquitos_lightning.control.reference_runs import cached_reference, cached_re
 from iquitos_lightning.control.residual import Prior, with_residual
 from iquitos_lightning.envs import objectives
 from iquitos_lightning.envs.actions import FLEET
-from iquitos_lightning.envs.factory import EnvConfig, training_years
+from iquitos_lightning.envs.factory import EnvConfig, training_site
 from iquitos_lightning.envs.reference_tables import NO_REFERENCES, ReferenceTables, needs_start_peaks
 from iquitos_lightning.envs.reward import RewardWeights
 from iquitos_lightning.envs.reward_baseline import NO_BASELINE, RULE
-from iquitos_lightning.envs.site_data import built_site
+from iquitos_lightning.envs.site_data import LoadedSite
 from iquitos_lightning.envs.site_tables import COMPACT
 from iquitos_lightning.envs.twin import IquitosTwin
 from iquitos_lightning.site.config import SiteConfig
@@ -48,19 +48,21 @@ UNCONTROLLED_FLEET_ACTION = (0.0, 1.0)  # the fleet layout's BESS idle, every so
 ZERO_RESIDUAL = (0.0, 0.0)  # a residual agent's action that is its controller's
 
 
-def reference_tables(config: EnvConfig) -> ReferenceTables:
+def reference_tables(config: EnvConfig, site: LoadedSite | None = None) -> ReferenceTables:
     """The tables ``config``'s training twin needs (none but for a twin-backend Iquitos run whose
-    ``training.start_peak`` or ``training.reward_baseline`` asks for them), one value per row of its stacked years."""
+    ``training.start_peak`` or ``training.reward_baseline`` asks for them), one value per row of its stacked years;
+    ``site``: the twin's site and years as its builder loaded them (envs/factory.py ``training_site``), else loaded
+    here."""
     if not config.on_twin:
         return NO_REFERENCES
     aids = config.training
     peaks = needs_start_peaks(aids.start_peak, aids.start, config.objective)
     if not peaks and aids.reward_baseline == NO_BASELINE:
         return NO_REFERENCES
-    build = built_site(config.site, Path(config.data_root))
-    years = training_years(config) or [build.series]
+    site = site or training_site(config)
+    years = site.training_series
     options = RunOptions(
-        Path(build.schema_path), config.ev_guarantee, config.objective, config.demand_period, config.forecasts
+        Path(site.schema_path), config.ev_guarantee, config.objective, config.demand_period, config.forecasts
     )
     return ReferenceTables(
         start_peaks=np.concatenate(start_peaks(options, years)) if peaks else None,

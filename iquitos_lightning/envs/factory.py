@@ -51,7 +51,7 @@ from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.envs.gym_env import FlatGymEnv, SpecsOnly, is_flat_box_env
 from iquitos_lightning.envs.hindsight import HINDSIGHT, hindsight_names
 from iquitos_lightning.envs.reference_tables import NO_REFERENCES, ReferenceTables, missing_references
-from iquitos_lightning.envs.site_data import site_config_of, site_year, site_years
+from iquitos_lightning.envs.site_data import LoadedSite, load_site, site_config_of, site_year, site_years
 from iquitos_lightning.envs.site_tables import observation_names, resolve_observation
 from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.site.config import SiteConfig
@@ -120,9 +120,13 @@ def make_env(
     evaluation: bool = False,
     selection: bool = False,
     references: ReferenceTables = NO_REFERENCES,
+    site: LoadedSite | None = None,
 ) -> EnvBase:
     """The TorchRL env of ``config`` on the CPU; ``evaluation`` picks the evaluation seed stream, ``selection``
     (with ``evaluation``) the evaluation env of the selection year (``validation_site_seed``).
+
+    ``site``: the training twin's site and years as the caller already loaded them (:func:`training_site`), so one
+    env build reads them once; loaded here when not given.
 
     ``references``: the reference runs' tables a training twin's ``training.start_peak`` and
     ``training.reward_baseline`` need (envs/reference_tables.py), made above the env by
@@ -136,7 +140,7 @@ def make_env(
     """
     if config.on_twin and not evaluation:
         # lazy: the twin reads the built site (pvlib behind the site builder); Gymnasium-only runs never need it
-        from iquitos_lightning.envs.training_twin import make_torchrl_twin
+        from iquitos_lightning.envs.training_twin import TrainingTwin
 
         missing = missing_references(
             references,
@@ -148,7 +152,8 @@ def make_env(
         if missing:
             raise ValueError(f"the training twin needs reference tables it was not given: {'; '.join(missing)}")
         aids = {"references": references, "critic_forecasts": config.training.critic_forecasts}
-        return make_torchrl_twin(config.site, **twin_options(config), **aids)
+        site = site or training_site(config)
+        return TrainingTwin(site.schema_path, site.series, years=site.years, **twin_settings(config), **aids)
     if selection:
         if not evaluation or config.validation_site_seed is None:
             raise ValueError("a selection env is an evaluation env of a run with a validation_site_seed")
@@ -188,11 +193,15 @@ def env_specs(config: EnvConfig) -> EnvBase:
     return specs
 
 
+def training_site(config: EnvConfig) -> LoadedSite:
+    """The site a twin-backend ``config`` trains on, with the built series of ``training.train_site_seeds``' years
+    (none: the twin trains on ``config.site``'s own year), each read once."""
+    return load_site(config.site, Path(config.data_root), config.training.train_site_seeds)
+
+
 def training_years(config: EnvConfig) -> list[Any]:
     """The built series of ``config.train_site_seeds``' years (none: the twin trains on ``config.site``)."""
-    if not config.training.train_site_seeds:
-        return []
-    return site_years(config.site, config.training.train_site_seeds, Path(config.data_root))
+    return site_years(config.site, config.training.train_site_seeds or (), Path(config.data_root))
 
 
 def site_env_options(config: EnvConfig) -> dict[str, Any]:
@@ -262,14 +271,17 @@ def twin_options(config: EnvConfig) -> dict[str, Any]:
     make_twin`'s) but its reference tables (``references``, control/training_references.py): also what the bench's plain
     loops build their bare twin from, so both sides step the same site, envs, layout, objective, observation, starts
     and years."""
+    return {"data_root": Path(config.data_root), "years": training_years(config), **twin_settings(config)}
+
+
+def twin_settings(config: EnvConfig) -> dict[str, Any]:
+    """:func:`twin_options` but the site's files and years: the twin's batch, starts, episode and reward options."""
     return {
-        "data_root": Path(config.data_root),
         "num_envs": config.backend.num_envs,
         "compile_physics": config.backend.compile,
         "start": config.training.start,
         "episode_hours": config.training.episode_hours,
         "seed": config.seed,
-        "years": training_years(config),
         "stored_energy_value": config.training.stored_energy_value,
         "shaping_gamma": config.training.shaping_gamma,
         **site_env_options(config),

@@ -2,6 +2,8 @@
 
 Why one function: the CityLearn env and the twin must simulate the very same built site (schema and
 series); both call :func:`built_site`, so a path, a cache folder or a config object means the same to each.
+A training twin's build reads the site and its training years once (:class:`LoadedSite`) and hands them on: to
+the reference runs above the env (control/training_references.py) and to the twin (envs/factory.py ``make_env``).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from iquitos_lightning.site.build import BuildResult, build_site
@@ -43,3 +46,31 @@ def site_years(site: str | Path | SiteConfig, seeds: Sequence[int], data_root: P
     """The built series of ``site``'s years drawn from ``seeds`` (:func:`site_year`), each built once under
     ``data_root`` and then read back: the training years of a multi-year twin."""
     return [built_site(site_year(site, seed), data_root).series for seed in seeds]
+
+
+@dataclass(frozen=True)
+class LoadedSite:
+    """A site profile built (or reused) and read back once, with the years a training twin stacks: what each step
+    of one env build reads instead of loading the site again."""
+
+    build: BuildResult
+    years: tuple[SiteSeries, ...] = ()  # the training years; none: the twin trains on the site's own year
+
+    @property
+    def schema_path(self) -> Path:
+        return self.build.schema_path
+
+    @property
+    def series(self) -> SiteSeries:
+        return self.build.series
+
+    @property
+    def training_series(self) -> list[SiteSeries]:
+        """The years a training episode may run in: the training years, else the site's own."""
+        return list(self.years) or [self.build.series]
+
+
+def load_site(site: str | Path | SiteConfig, data_root: Path, train_seeds: Sequence[int] | None = None) -> LoadedSite:
+    """``site`` built under ``data_root`` and its years drawn from ``train_seeds`` (:func:`site_years`), each read
+    and checked once."""
+    return LoadedSite(built_site(site, data_root), tuple(site_years(site, train_seeds or (), data_root)))

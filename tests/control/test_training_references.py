@@ -189,3 +189,26 @@ def test_evaluation_and_citylearn_refuse_a_baseline(data_root: Path) -> None:
         EnvConfig(site=str(TINY), training=TrainingAids(reward_baseline="uncontrolled"))
     with pytest.raises(ValueError, match="reward_baseline must be one of"):
         EnvConfig(site=str(TINY), backend=Backend(train="twin"), training=TrainingAids(reward_baseline="optimum"))
+
+
+def test_one_training_env_build_reads_the_site_and_each_training_year_once(data_root: Path, monkeypatch) -> None:
+    """The reference runs and the twin share one load (envs/site_data.py ``LoadedSite``): each built folder is read
+    back once per env build, where the references and the twin used to load the site and its years each."""
+    import iquitos_lightning.envs.site_data as site_data
+
+    loads: list[str] = []
+    real_built_site = site_data.built_site
+
+    def counted(site, root):  # the real build, counted by the profile it builds
+        build = real_built_site(site, root)
+        loads.append(build.series.config.name)
+        return build
+
+    monkeypatch.setattr(site_data, "built_site", counted)
+    options = {"num_envs": 2, "start": "staggered", "episode_hours": 24, "objective": "tariff"}
+    config = EnvConfig.from_mapping(
+        {"site": str(TINY), "data_root": str(data_root), "backend": "twin", "train_site_seeds": [8, 9], **options}
+    )
+    env = make_agent_env(config)
+    assert sorted(loads) == ["tiny", "tiny-seed8", "tiny-seed9"]
+    assert env.peak_to_date_kw.shape == (2,) and len(env.years) == 2
