@@ -1,6 +1,6 @@
 """Measure the fast-path switches on our SAC, PPO and A2C: gradient updates per second, and whether losses stay finite.
 
-A table of :func:`iquitos_lightning.bench.update_step.measure_update_step` cells (the module says what is
+A table of :func:`benchmarks.gpu_check.update_step.measure_update_step` cells (the module says what is
 timed and why); ``python -m iquitos_lightning gpu-check`` runs the same cells on a GPU with the rest of
 the GPU proof.
 
@@ -21,7 +21,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from iquitos_lightning.bench.update_step import UpdateStepSizes, measure_update_step, register_stand_in
+from benchmarks.gpu_check.update_step import UpdateStepSizes, measure_update_step, register_stand_in
 
 
 def main() -> None:

@@ -72,14 +72,15 @@ def revision_of(tree: Path) -> str:
 
 def fresh_clone(scratch: Path, revision: str | None) -> Path:
     """A clone of this checkout at ``revision`` (HEAD when None) in ``scratch``, as after ``scripts/install.sh``: this
-    checkout's ``.venv`` linked in and the package's bytecode compiled (install.sh's last step; pip's other steps
+    checkout's ``.venv`` linked in and the packages' bytecode compiled (install.sh's last step; pip's other steps
     would repoint ``.venv`` at the clone)."""
     tree = scratch / "clone"
     subprocess.run(["git", "clone", "--quiet", str(REPO), str(tree)], check=True)
     if revision is not None:
         subprocess.run(["git", "checkout", "--quiet", revision], cwd=tree, check=True)
     (tree / ".venv").symlink_to(REPO / ".venv")
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "iquitos_lightning"], cwd=tree, check=True)
+    packages = [name for name in ("iquitos_lightning", "benchmarks") if (tree / name).is_dir()]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], cwd=tree, check=True)
     return tree
 
 

@@ -60,7 +60,7 @@ def _project_parser() -> argparse.ArgumentParser:
         default="citylearn",
         help="run the references on CityLearn or its bit-equal twin (same numbers, faster; default: %(default)s)",
     )
-    # Listed for --help only: main() hands `bench ...` to iquitos_lightning.bench.run before parsing.
+    # Listed for --help only: main() hands `bench ...` to benchmarks.bench.run before parsing.
     commands.add_parser("bench", help="speed and memory report, ours vs Stable-Baselines3 (see `bench --help`)")
     commands.add_parser(
         "benchmark",
@@ -307,9 +307,9 @@ def _run_command(args: list[str]) -> int:
 def _run_project_command(args: list[str]) -> int:
     if not args:
         return run_default_job()
-    if args[0] == "bench":  # speed and memory report (iquitos_lightning/bench, docs/performance.md)
-        # lazy: each command loads only what it runs (build-site must not pay for torch and Lightning)
-        from iquitos_lightning.bench.run import main as bench_main
+    if args[0] == "bench":  # speed and memory report (benchmarks/bench/, docs/performance.md)
+        # lazy: the instruments (benchmarks/, beside the package) load only for the commands that run them
+        from benchmarks.bench.run import main as bench_main
         from iquitos_lightning.training.quiet import quiet_library_noise
 
         quiet_library_noise("--verbose" in args)  # the bench's fits printed the litlogger tip and LeafSpec per run
@@ -319,9 +319,9 @@ def _run_project_command(args: list[str]) -> int:
         from iquitos_lightning.experiments.citylearn_2022 import main as benchmark_main
 
         return benchmark_main(args[1:])
-    if args[0] == "gpu-check":  # the GPU proof (iquitos_lightning/bench/gpu_check.py, docs/performance.md)
-        # lazy: each command loads only what it runs
-        from iquitos_lightning.bench.gpu_check import main as gpu_check_main
+    if args[0] == "gpu-check":  # the GPU proof (benchmarks/gpu_check/, docs/performance.md)
+        # lazy: the instruments (benchmarks/, beside the package) load only for the commands that run them
+        from benchmarks.gpu_check.run import main as gpu_check_main
 
         return gpu_check_main(args[1:])
 

@@ -31,5 +31,5 @@ pip_args=(--quiet --disable-pip-version-check)
 # The package runs from this tree (-e), where pip compiles nothing: compile its bytecode as pip did every other
 # package's in .venv. Where PYTHONDONTWRITEBYTECODE is set (CI images often set it) no process ever writes it, and
 # each one (a fit, a compare run, a test worker) compiled the modules it imports: ~0.5 s of each start here.
-.venv/bin/python -m compileall -q iquitos_lightning
+.venv/bin/python -m compileall -q iquitos_lightning benchmarks
 echo "install.sh: .venv ready"

@@ -63,8 +63,8 @@ def test_every_documented_command_parses(arguments: str, capsys: pytest.CaptureF
     if command in LIGHTNING_COMMANDS:
         assert run_lightning_cli([command, *rest, "--print_config"]) == 0, capsys.readouterr().err[-2000:]
     elif command in ("bench", "gpu-check"):
-        from iquitos_lightning.bench.gpu_check import main as gpu_check_main
-        from iquitos_lightning.bench.run import main as bench_main
+        from benchmarks.bench.run import main as bench_main
+        from benchmarks.gpu_check.run import main as gpu_check_main
 
         known = _help_text(bench_main if command == "bench" else gpu_check_main, ["--help"])
         assert [flag for flag in _flags(rest) if flag not in known] == [], arguments

@@ -1,5 +1,5 @@
 """CUDA-only checks (``pytest -m gpu`` on a GPU machine; skipped without CUDA): the memory cap that stands a large GPU
-in for the 8 GB RTX 4060 (``gpu-check``'s own CUDA test is in tests/bench/test_gpu_check.py)."""
+in for the 8 GB RTX 4060 (``gpu-check``'s own CUDA test is in tests/benchmarks/test_gpu_check.py)."""
 
 from __future__ import annotations
 

@@ -3,12 +3,16 @@
 The stack (docs/architecture.md), bottom first; a module may import its own layer and the layers below:
 
     errors, atomic_files < fastpath < site < metrics < envs < report < control (citylearn_2022) < profile < agents
-        < training < experiments, bench < cli, __main__, callbacks (the public face of training.callbacks)
+        < training < experiments < cli, __main__, callbacks (the public face of training.callbacks)
+
+The instruments that measure the product (the top-level package ``benchmarks``: the ``bench`` and ``gpu-check``
+commands' code, the suite timers) stand above it all: they may import any of the package, and the package imports
+them only in ``__main__``, lazily, when one of those two commands runs.
 
 The graph is read with ``ast`` from the source (nothing is imported), module-level and function-level
 imports alike, so an upward import cannot hide inside a function. Function-level imports are allowed only
 for optional or heavy dependencies and must say so in a ``# lazy:`` comment on the import's line or above its
-block of imports.
+block of imports, in the package and in the instruments alike.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "iquitos_lightning"
+INSTRUMENTS = PACKAGE.parent / "benchmarks"
+# The package modules that may import the instruments: the command line's entry, for `bench` and `gpu-check`.
+INSTRUMENT_USERS = ("__main__",)
 
 # Bottom first. A module belongs to the first entry that is its name or a parent package of it.
 LAYERS: tuple[tuple[str, ...], ...] = (
@@ -33,7 +40,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("profile",),
     ("agents",),
     ("training",),
-    ("experiments", "bench"),
+    ("experiments",),
     ("cli", "__main__", "callbacks"),
 )
 
@@ -72,18 +79,32 @@ def imported_modules(node: ast.Import | ast.ImportFrom, module: str, is_package:
 
 
 class Import:
-    def __init__(self, source: str, target: str, line: int, in_function: bool, lazy_comment: bool) -> None:
+    def __init__(
+        self, source: str, target: str, line: int, in_function: bool, lazy_comment: bool, root: str = PACKAGE.name
+    ) -> None:
         self.source, self.target, self.line = source, target, line
         self.in_function, self.lazy_comment = in_function, lazy_comment
+        self.root = root  # the package the source module is in
 
     def __repr__(self) -> str:
-        return f"iquitos_lightning.{self.source}:{self.line} -> iquitos_lightning.{self.target}"
+        target = self.target if self.target.split(".")[0] == INSTRUMENTS.name else f"{PACKAGE.name}.{self.target}"
+        return f"{self.root}.{self.source}:{self.line} -> {target}"
 
 
-def package_imports(package: Path = PACKAGE) -> list[Import]:
-    """Every import of a package module by a package module, and every function-level import of anything."""
-    found: list[Import] = []
-    for path in sorted(package.rglob("*.py")):
+def package_modules(package: Path) -> list[Path]:
+    """The ``.py`` files of ``package`` that an import can name: every folder on the way a Python name, so the
+    scripts kept as records beside the instruments (``benchmarks/gpu-check-scripts/<date>/``) are not counted."""
+    return [
+        path
+        for path in sorted(package.rglob("*.py"))
+        if all(folder.isidentifier() for folder in path.relative_to(package).parts[:-1])
+    ]
+
+
+def import_statements(package: Path = PACKAGE) -> Iterator[tuple[str, bool, ast.Import | ast.ImportFrom, bool, bool]]:
+    """Every import statement of the package's modules: (its module, whether that is a package, the statement,
+    inside a function, and whether a ``# lazy:`` comment explains it)."""
+    for path in package_modules(package):
         module = module_name(path, package)
         lines = path.read_text().splitlines()
         tree = ast.parse("\n".join(lines), filename=str(path))
@@ -92,13 +113,33 @@ def package_imports(package: Path = PACKAGE) -> list[Import]:
         for node in ast.walk(tree):
             if not isinstance(node, ast.Import | ast.ImportFrom):
                 continue
-            in_function = id(node) in inside
             lazy = "# lazy:" in lines[node.lineno - 1] or any("# lazy:" in line for line in _block_above(lines, node))
-            targets = list(imported_modules(node, module, path.name == "__init__.py"))
-            for target in targets:
-                found.append(Import(module, target, node.lineno, in_function, lazy))
-            if in_function and not targets:
-                found.append(Import(module, "", node.lineno, True, lazy))  # a third-party import inside a function
+            yield module, path.name == "__init__.py", node, id(node) in inside, lazy
+
+
+def package_imports(package: Path = PACKAGE) -> list[Import]:
+    """Every import of a package module by a package module, and every function-level import of anything."""
+    found: list[Import] = []
+    for module, is_package, node, in_function, lazy in import_statements(package):
+        targets = list(imported_modules(node, module, is_package))
+        for target in targets:
+            found.append(Import(module, target, node.lineno, in_function, lazy, package.name))
+        if in_function and not targets:
+            found.append(Import(module, "", node.lineno, True, lazy, package.name))  # third-party, inside a function
+    return found
+
+
+def instrument_imports(package: Path = PACKAGE) -> list[Import]:
+    """Every import of the instruments (``benchmarks`` or a module of it) by a package module."""
+    found: list[Import] = []
+    for module, _, node, in_function, lazy in import_statements(package):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            names = [node.module or ""] if node.level == 0 else []  # a relative import stays inside the package
+        for name in names:
+            if name.split(".")[0] == INSTRUMENTS.name:
+                found.append(Import(module, name, node.lineno, in_function, lazy))
     return found
 
 
@@ -130,9 +171,41 @@ def test_every_module_has_a_layer() -> None:
 
 
 def test_function_level_imports_say_why() -> None:
-    """Imports inside functions are for optional or heavy dependencies only, each with a ``# lazy:`` comment."""
-    unexplained = [item for item in package_imports() if item.in_function and not item.lazy_comment]
+    """Imports inside functions are for optional or heavy dependencies only, each with a ``# lazy:`` comment, in the
+    package and in the instruments."""
+    imports = package_imports() + package_imports(INSTRUMENTS)
+    assert any(item.root == INSTRUMENTS.name and item.in_function for item in imports)  # the instruments were read
+    unexplained = [item for item in imports if item.in_function and not item.lazy_comment]
     assert not unexplained, "function-level imports without a '# lazy:' reason:\n" + "\n".join(map(repr, unexplained))
+
+
+def test_the_package_imports_the_instruments_only_where_bench_and_gpu_check_run() -> None:
+    """The product does not depend on what measures it: ``benchmarks`` is imported by the command line's entry alone,
+    inside the functions that run ``bench`` and ``gpu-check``."""
+    imports = instrument_imports()
+    assert {item.target for item in imports} >= {"benchmarks.bench.run", "benchmarks.gpu_check.run"}
+    misplaced = [item for item in imports if item.source not in INSTRUMENT_USERS or not item.in_function]
+    assert not misplaced, "package modules importing the instruments (benchmarks/):\n" + "\n".join(map(repr, misplaced))
+
+
+def test_an_import_of_the_instruments_is_caught(tmp_path: Path) -> None:
+    """The check itself: an env module importing ``benchmarks`` is reported, in every form; the command line's lazy
+    import is not."""
+    package = tmp_path / "iquitos_lightning"
+    (package / "envs").mkdir(parents=True)
+    (package / "__main__.py").write_text("def bench():\n    from benchmarks.bench.run import main  # lazy: test\n")
+    (package / "envs" / "bad.py").write_text(
+        "import benchmarks\nfrom benchmarks.bench import timing\n\ndef f():\n"
+        "    import benchmarks.gpu_check.run as run  # lazy: test\n    from . import benchmarks\n"
+    )
+    imports = instrument_imports(package)
+    misplaced = [item for item in imports if item.source not in INSTRUMENT_USERS or not item.in_function]
+    assert [(item.source, item.target, item.line) for item in misplaced] == [
+        ("envs.bad", "benchmarks", 1),
+        ("envs.bad", "benchmarks.bench", 2),
+        ("envs.bad", "benchmarks.gpu_check.run", 5),
+    ]
+    assert [(item.source, item.in_function) for item in imports if item not in misplaced] == [("__main__", True)]
 
 
 def test_an_upward_import_is_caught(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.bench.equivalence import twin_trajectories
 from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
-from iquitos_lightning.bench.equivalence import twin_trajectories
 from iquitos_lightning.envs.actions import (
     FLEET,
     LAYOUTS,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from iquitos_lightning.bench.equivalence import citylearn_trajectory, compare, twin_trajectories
+from benchmarks.bench.equivalence import citylearn_trajectory, compare, twin_trajectories
 from iquitos_lightning.control.objective_lp import solve_year
 from iquitos_lightning.envs.citylearn import IquitosEnv, make_iquitos_env
 from iquitos_lightning.envs.import_limit import IMPORT_LIMIT_MARGIN_KW, cap_import

@@ -19,8 +19,8 @@ from tensordict import TensorDict
 from torchrl.envs import ExplorationType, set_exploration_type
 from torchrl.envs.utils import step_mdp
 
+from benchmarks.bench.equivalence import citylearn_trajectory, compare, twin_trajectories
 from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
-from iquitos_lightning.bench.equivalence import citylearn_trajectory, compare, twin_trajectories
 from iquitos_lightning.control.references import RuleBasedController, UncontrolledController
 from iquitos_lightning.envs.actions import SELF_CONSUMPTION_WINDOW
 from iquitos_lightning.envs.citylearn import IquitosEnv, make_iquitos_env
@@ -235,7 +235,7 @@ def test_ppo_trained_on_the_twin_scores_the_same_on_citylearn_and_on_the_twin(da
 
 
 def test_twin_speed_table_gives_citylearn_and_one_row_per_batch_size(data_root: Path) -> None:
-    from iquitos_lightning.bench.twin_speed import twin_speed_table
+    from benchmarks.twin_speed import twin_speed_table
 
     rows = twin_speed_table(TINY, data_root, (1, 4), citylearn_steps=3, seconds=0.05)
     assert [(row["simulator"], row["num_envs"]) for row in rows] == [("citylearn", 1), ("twin", 1), ("twin", 4)]
