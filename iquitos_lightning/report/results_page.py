@@ -82,6 +82,7 @@ def _references(site_dir: Path) -> list[str]:
         return []
     lines = ["## Reference controllers on the development year", ""]
     lines += _figure(site_dir, "dispatch_week.png", "a week of dispatch")
+    lines += _figure(site_dir, "monthly_energy.png", "the year's energy by month and controller")
     return [*lines, _command_line(page), ""]
 
 

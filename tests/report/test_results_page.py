@@ -39,3 +39,12 @@ def test_no_archive_line_where_the_archive_does_not_hold_the_site(tmp_path: Path
     _table_page(archive / "other-site" / "old-experiment" / "comparison_tariff.md", COMMAND)
     (archive / "README.md").write_text("# Archive\n")
     assert "archive" not in results_page(site)  # the archive holds another site only
+
+
+def test_every_figure_the_baselines_command_writes_is_on_the_page(tmp_path: Path) -> None:
+    site = tmp_path / "results" / "site-x"
+    _table_page(site / "baselines.md", "python -m iquitos_lightning baselines")
+    for figure in ("dispatch_week.png", "monthly_energy.png"):
+        (site / figure).write_bytes(b"\x89PNG")
+    page = results_page(site)
+    assert "(dispatch_week.png)" in page and "(monthly_energy.png)" in page
