@@ -17,17 +17,16 @@ from torchrl.envs import EnvBase
 from iquitos_lightning.control.residual import residual_around
 from iquitos_lightning.control.training_references import reference_tables
 from iquitos_lightning.envs.factory import EnvConfig, make_env, make_year_env, training_site, worker_env_makers
+from iquitos_lightning.envs.reference_tables import NO_REFERENCES
 
 
 def make_agent_env(config: EnvConfig, *, evaluation: bool = False, selection: bool = False) -> EnvBase:
     """:func:`~iquitos_lightning.envs.factory.make_env`'s env of ``config`` with the training twin's reference
     tables and the run's residual wrapper (module docstring). A training twin's site and years are read once, here,
     and handed to both the reference runs and the twin."""
-    if evaluation or not config.on_twin:
-        env = make_env(config, evaluation=evaluation, selection=selection)
-        return residual_around(env, config)
-    site = training_site(config)
-    env = make_env(config, references=reference_tables(config, site), site=site)
+    site = training_site(config) if config.on_twin and not evaluation else None
+    references = NO_REFERENCES if site is None else reference_tables(config, site)
+    env = make_env(config, evaluation=evaluation, selection=selection, references=references, site=site)
     return residual_around(env, config)
 
 
