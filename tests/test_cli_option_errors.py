@@ -83,6 +83,10 @@ def test_the_issues_probes_are_one_line_naming_the_option_and_the_fix(override, 
             ["--model.init_args.speed.threads", "0"],
             "error: model.speed.threads must be at least 1 (or null: torch's default), got 0",
         ),
+        (  # jsonargparse names it 'start' alone, as it does the env's earlier key: not sent to the env
+            ["--model.init_args.rollout.start", "3"],
+            "error: unknown option 'start' (all options: python -m iquitos_lightning <command> --help)",
+        ),
     ],
 )
 def test_other_bad_values_and_moved_keys_are_one_line_too(override, says, tmp_path, capsys):
@@ -93,5 +97,8 @@ def test_an_unknown_option_with_no_fix_to_name_points_to_help_on_the_same_line()
     message = "Option 'bogus' is not accepted"
     line = "unknown option 'bogus' (all options: python -m iquitos_lightning <command> --help)"
     assert one_line_parse_error(message, ["layout", "objective"]) == line
-    # a key named like a moved env key elsewhere than under the env is not sent there
+    # a key named like a moved env key elsewhere than under the env is not sent there, dotted or refused by a parser
+    # whose options are not the env's (jsonargparse gives the last part alone)
     assert "moved" not in one_line_parse_error("Option 'trainer.num_envs' is not accepted", [])
+    assert "moved" not in one_line_parse_error("Option 'start' is not accepted", ["eval_episodes", "frame_budget"])
+    assert "moved" in one_line_parse_error("Option 'start' is not accepted", ["backend", "layout", "training"])

@@ -13,7 +13,10 @@ instead of guessing a close match (it answered ``did you mean 'num_envs'?`` to `
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 ENV_OPTION = "model.init_args.env"  # where the env's options live on the command line and in a profile
+ENV_GROUPS = ("backend", "training")  # the env's option groups (envs/env_config.py)
 
 # earlier key (flat on the env's options) -> its place now, relative to ``model.init_args.env``
 MOVED_ENV_KEYS: dict[str, str] = {
@@ -36,10 +39,18 @@ MOVED_ENV_KEYS: dict[str, str] = {
 GROUPS_THAT_WERE_VALUES: dict[str, str] = {"backend": "backend.train"}
 
 
-def where_it_lives_now(option: str) -> str | None:
+def where_it_lives_now(option: str, refused_by: Collection[str]) -> str | None:
     """For an option refused as unknown (``num_envs``, or dotted ``env.num_envs``): the sentence naming its new place,
     ``it moved to model.init_args.env.backend.num_envs (YAML: env: {backend: {num_envs: ...}})``; None when its last
-    part is no earlier env key, or a dotted option's parent is not the env."""
+    part is no earlier env key, a dotted option's parent is not the env, or an undotted option was refused by a parser
+    other than the env's. ``refused_by``: the option names of the parser that refused it.
+
+    Why the parser: jsonargparse names an unknown option by its last part alone, ``start`` for
+    ``--model.init_args.env.start`` as for ``--model.init_args.rollout.start``, and short keys such as ``start`` are
+    no env key anywhere else; the env's parser is the one whose options hold the env's groups."""
+    parent = option.rpartition(".")[0]
+    if not parent and not set(ENV_GROUPS) <= set(refused_by):
+        return None
     return _moved(option, MOVED_ENV_KEYS, "it")
 
 
