@@ -1,11 +1,12 @@
 """The env options that moved: each earlier key, and where it lives now under ``model.init_args.env``.
 
-Why one table: the options went from one flat list into the problem's own fields and two groups (``backend``,
-``training``: envs/env_config.py), and two readers need to know the way from an old key to its new place. An earlier
-run's checkpoint stores the flat keys in its hparams (:meth:`~iquitos_lightning.envs.env_config.EnvConfig.from_mapping`
-reads them into the groups), and a command line or config file that still writes one is refused by jsonargparse with
-only the key's last part, so the CLI's one-line error (``cli.one_line_parse_error``) names the new place from here
-instead of guessing a close match (it answered ``did you mean 'num_envs'?`` to ``env.num_envs``).
+Why one table: the options went from one flat list into the problem's own fields and three groups (``backend``,
+``episodes``, ``training``: envs/env_config.py), and two readers need to know the way from an old key to its new
+place. An earlier run's checkpoint stores the flat keys in its hparams
+(:meth:`~iquitos_lightning.envs.env_config.EnvConfig.from_mapping` reads them into the groups), and a command line or
+config file that still writes one is refused by jsonargparse with only the key's last part, so the CLI's one-line
+error (``cli.one_line_parse_error``) names the new place from here instead of guessing a close match (it answered
+``did you mean 'num_envs'?`` to ``env.num_envs``).
 
 ``backend`` itself was a value (``backend: twin``) and is a group now, the value in ``backend.train``:
 :data:`GROUPS_THAT_WERE_VALUES`.
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 ENV_OPTION = "model.init_args.env"  # where the env's options live on the command line and in a profile
-ENV_GROUPS = ("backend", "training")  # the env's option groups (envs/env_config.py)
+ENV_GROUPS = ("backend", "episodes", "training")  # the env's option groups (envs/env_config.py)
 
 # earlier key (flat on the env's options) -> its place now, relative to ``model.init_args.env``
 MOVED_ENV_KEYS: dict[str, str] = {
@@ -25,6 +26,10 @@ MOVED_ENV_KEYS: dict[str, str] = {
     "num_envs": "backend.num_envs",
     "num_workers": "backend.num_workers",
     "compile_twin": "backend.compile",
+    "data_root": "backend.data_root",
+    "seed": "episodes.seed",
+    "eval_seed": "episodes.eval_seed",
+    "max_episode_steps": "episodes.max_steps",
     "start": "training.start",
     "episode_hours": "training.episode_hours",
     "start_peak": "training.start_peak",
@@ -45,9 +50,9 @@ def where_it_lives_now(option: str, refused_by: Collection[str]) -> str | None:
     part is no earlier env key, a dotted option's parent is not the env, or an undotted option was refused by a parser
     other than the env's. ``refused_by``: the option names of the parser that refused it.
 
-    Why the parser: jsonargparse names an unknown option by its last part alone, ``start`` for
-    ``--model.init_args.env.start`` as for ``--model.init_args.rollout.start``, and short keys such as ``start`` are
-    no env key anywhere else; the env's parser is the one whose options hold the env's groups."""
+    Why the parser: jsonargparse names an unknown option by its last part alone, ``seed`` for
+    ``--model.init_args.env.seed`` as for ``--model.init_args.rollout.seed``, and a short key such as ``seed`` or
+    ``start`` may be meant for another option; the env's parser is the one whose options hold the env's groups."""
     parent = option.rpartition(".")[0]
     if not parent and not set(ENV_GROUPS) <= set(refused_by):
         return None
