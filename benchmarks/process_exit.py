@@ -30,7 +30,7 @@ def smoke_fit(folder: Path) -> list[str]:
     return [
         "fit", "--config", str(REPO / "configs" / "smoke.yaml"), "--run.new",
         f"--model.init_args.env.site={REPO / 'configs' / 'site' / 'tiny.yaml'}",
-        f"--model.init_args.env.data_root={REPO / 'data'}", "--model.init_args.rollout.frame_budget=56",
+        f"--model.init_args.env.backend.data_root={REPO / 'data'}", "--model.init_args.rollout.frame_budget=56",
         "--model.init_args.rollout.eval_episodes=0", "--tracking.wandb=false",
         f"--trainer.logger.init_args.save_dir={folder}", f"--checkpoint.dirpath={folder / 'checkpoints'}",
     ]  # fmt: skip

@@ -209,7 +209,8 @@ def training_speed(
     budget = -(-frames // frames_per_batch) * frames_per_batch
     model = agent_class(
         env=EnvConfig(
-            site=str(site), data_root=str(data_root), backend=Backend(train="twin", num_envs=num_envs, compile=compile)
+            site=str(site),
+            backend=Backend(train="twin", num_envs=num_envs, compile=compile, data_root=str(data_root)),
         ),
         rollout=RolloutConfig(
             frame_budget=budget, frames_per_batch=frames_per_batch, eval_every_frames=budget, eval_episodes=0
@@ -258,7 +259,7 @@ def policy_on_both(
     from iquitos_lightning.envs.factory import make_env, site_env
     from iquitos_lightning.metrics.kpis import compute_kpis
 
-    config = EnvConfig(site=str(site), data_root=str(data_root))
+    config = EnvConfig(site=str(site), backend=Backend(data_root=str(data_root)))
     citylearn_env = make_env(config, evaluation=True)
     twin = make_twin(site, data_root=Path(data_root), record=True)
     steps = twin.hours if steps is None else min(steps, twin.hours)

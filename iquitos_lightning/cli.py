@@ -130,7 +130,7 @@ def one_line_parse_error(message: str, known_options: list[str]) -> str:
     if unknown is None:
         return wrong_value_line(message) or f"{message.strip().splitlines()[0]} {ALL_OPTIONS}"
     option = unknown.group(1)
-    moved = where_it_lives_now(option)
+    moved = where_it_lives_now(option, known_options)
     if moved is not None:
         return f"unknown option {option!r}: {moved}"
     given = GIVEN_CLASS.search(message)

@@ -99,7 +99,7 @@ def test_the_main_jobs_fit_on_a_fresh_clone_moves_nothing_quietly_and_run_again_
     start-up being ~10 s of imports."""
     command = [sys.executable, "-m", "iquitos_lightning", "fit", "--config", str(REPO / "configs" / "smoke.yaml"),
                "--run.new", f"--model.init_args.env.site={REPO / 'configs' / 'site' / 'tiny.yaml'}",
-               f"--model.init_args.env.data_root={REPO / 'data'}", "--model.init_args.rollout.frame_budget=56",
+               f"--model.init_args.env.backend.data_root={REPO / 'data'}", "--model.init_args.rollout.frame_budget=56",
                "--model.init_args.rollout.eval_episodes=0"]  # fmt: skip
     environment = {**NO_CUDA, "WANDB_MODE": "offline", "PYTHONPATH": str(REPO)}  # this checkout's package
 

@@ -89,10 +89,10 @@ def _gym_runner(site: str, data_root: Path, steps: int, seed: int, before: bool 
 
 def _torchrl_runner(site: str, data_root: Path, steps: int, seed: int):
     # lazy: CityLearn and TorchRL load only for the layers this section times
-    from iquitos_lightning.envs.env_config import EnvConfig
+    from iquitos_lightning.envs.env_config import Backend, EnvConfig, Episodes
     from iquitos_lightning.envs.factory import make_env
 
-    env = make_env(EnvConfig(site=site, data_root=str(data_root), seed=seed))
+    env = make_env(EnvConfig(site=site, backend=Backend(data_root=str(data_root)), episodes=Episodes(seed=seed)))
     return _random_steps(env, steps, seed)
 
 

@@ -90,7 +90,8 @@ def agent_arguments(case: LearnerCase) -> dict[str, Any]:
     """The profile's init_args with the case's site, overrides and budget: warm-up + timed rollouts, no evaluation."""
     arguments = merged_settings(profile_init_args(case.profile_path), case.overrides)
     env = arguments["env"]
-    env.update(site=case.site, data_root=str(case.data_root))
+    env["site"] = case.site
+    env["backend"] = {**env.get("backend", {}), "data_root": str(case.data_root)}
     env.setdefault("training", {})["train_site_seeds"] = None
     if case.observation is not None:
         env["observation"] = case.observation

@@ -43,13 +43,14 @@ def _probe(site: str, data_root: str, capacity: int, storage: str, frames: int) 
     from benchmarks.bench.timing import peak_rss_bytes
     from iquitos_lightning.agents import SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
     from iquitos_lightning.agents.replay import bytes_per_transition
+    from iquitos_lightning.envs.env_config import Backend
 
     torch.set_num_threads(1)
     rollout = max(frames // 4, 1)
     budget = rollout * 4
     with tempfile.TemporaryDirectory(prefix="bench-memmap-") as scratch:
         agent = SAC(
-            env=EnvConfig(site=site, data_root=data_root),
+            env=EnvConfig(site=site, backend=Backend(data_root=data_root)),
             rollout=RolloutConfig(
                 frame_budget=budget, frames_per_batch=rollout, eval_every_frames=budget, eval_episodes=0
             ),

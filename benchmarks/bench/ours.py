@@ -51,7 +51,7 @@ def build_agent(
     budget = settings.warmup_frames + rollout + settings.measured_frames
     budget = -(-budget // rollout) * rollout
     common: dict[str, Any] = {
-        "env": EnvConfig(site=site, data_root=str(data_root), backend=Backend(num_workers=architecture.num_workers)),
+        "env": EnvConfig(site=site, backend=Backend(num_workers=architecture.num_workers, data_root=str(data_root))),
         "rollout": RolloutConfig(
             frame_budget=budget,
             frames_per_batch=rollout,

@@ -65,8 +65,8 @@ def card_env_config(site: str | None = None, data_root: str = "data", *, years: 
     from iquitos_lightning.profile.bases import profile_yaml
 
     env = dict(profile_yaml(CARD)["model"]["init_args"]["env"])
-    env["backend"] = {**env.get("backend", {}), "device": "cpu"}  # the bench moves the twin itself
-    env["data_root"] = data_root
+    # the twin on the CPU: the bench moves it itself
+    env["backend"] = {**env.get("backend", {}), "device": "cpu", "data_root": data_root}
     if site is not None:
         env["site"] = site
     if not years:

@@ -33,7 +33,7 @@ def measure_worker_scaling(
     collectors = {}
     iterators = {}
     for workers in worker_counts:
-        config = EnvConfig(site=site, data_root=str(data_root), backend=Backend(num_workers=workers))
+        config = EnvConfig(site=site, backend=Backend(num_workers=workers, data_root=str(data_root)))
         frames = workers * frames_per_worker
         collectors[workers] = make_collector(config, make_env(config), None, frames_per_batch=frames, overlap=False)
         iterators[workers] = iter(collectors[workers])

@@ -1,25 +1,28 @@
-"""The environment's options in three types: the problem, the backend that simulates it, the twin's training aids.
+"""The environment's options in four types: the problem, the backend that simulates it, how its episodes are drawn,
+the twin's training aids.
 
-Why three: an env option answers one of three questions, and mixing them in one flat list made every option look
+Why four: an env option answers one of four questions, and mixing them in one flat list made every option look
 like it applied everywhere (it took eight "twin backend only" cross-checks to say otherwise):
 
-- :class:`EnvConfig` itself is **the problem**: which site or Gymnasium task, the action layout, the objective, what
-  the observation holds, the EV guarantee, the years evaluations report and select on. Every simulator of the site
-  poses the same problem, and an evaluation always scores it.
+- :class:`EnvConfig` itself is **the problem**: which site or Gymnasium task, the action layout (and the controller a
+  residual agent acts around), the objective, what the observation holds, the EV guarantee, the years evaluations
+  report and select on. Every simulator of the site poses the same problem, and an evaluation always scores it.
 - :class:`Backend` (``env.backend``) is **what simulates it**: CityLearn or the twin for training and for
-  evaluations, how many envs step at once and whether the twin's step is compiled. It changes speed, not results
-  (the twin is bit-equal to CityLearn).
+  evaluations, how many envs step at once, whether the twin's step is compiled and where the site's data is built.
+  It changes speed, not results (the twin is bit-equal to CityLearn).
+- :class:`Episodes` (``env.episodes``) is **how episodes are drawn**: the seeds of the training and evaluation
+  episodes, and a Gymnasium id's episode length. It picks which episodes of the problem a run sees.
 - :class:`TrainingAids` (``env.training``) are **the twin's training aids**: where and how long training episodes
   run, the years they run on, the start peak, reward baseline, shaping and the critic's hindsight. They shape what
   the agent learns from; evaluations never see them. Only the twin implements them, so they need
   ``backend.train: twin`` on the Iquitos site.
 
-Five checks cross the groups (``EnvConfig._check``): the training aids need the twin on the Iquitos site; the twin
+Six checks cross the groups (``EnvConfig._check``): the training aids need the twin on the Iquitos site; the twin
 simulates only the Iquitos site; a residual does not run on ``backend.device: training``; the training years
 (``training.train_site_seeds``) leave out the site's own year, the one evaluations report; the selection year
-(``validation_site_seed``) is not a training year.
+(``validation_site_seed``) is not a training year; ``episodes.max_steps`` is for a Gymnasium id.
 
-A bad value in any of the three is a :class:`~iquitos_lightning.errors.ConfigError` naming the option under
+A bad value in any of the four is a :class:`~iquitos_lightning.errors.ConfigError` naming the option under
 ``model.init_args.env`` (:func:`env_option_errors`): one line at the command line, whichever group it is in. The
 groups are built by jsonargparse on their own, before :class:`EnvConfig`, so each group raises it itself (a plain
 ``ValueError`` from ``Backend`` ended in a traceback with the whole namespace dumped). Keys that moved into the
@@ -38,7 +41,7 @@ from typing import Any
 
 from iquitos_lightning.envs.actions import LAYOUTS, SELF_CONSUMPTION_LAYOUTS
 from iquitos_lightning.envs.hindsight import check_critic_forecasts
-from iquitos_lightning.envs.moved_keys import ENV_OPTION, GROUPS_THAT_WERE_VALUES, MOVED_ENV_KEYS
+from iquitos_lightning.envs.moved_keys import ENV_GROUPS, ENV_OPTION, GROUPS_THAT_WERE_VALUES, MOVED_ENV_KEYS
 from iquitos_lightning.envs.objectives import DEMAND_PERIODS, OBJECTIVES
 from iquitos_lightning.envs.reward_baseline import NO_BASELINE, check_reward_baseline
 from iquitos_lightning.envs.self_consumption import check_idle_band
@@ -60,7 +63,7 @@ TWIN_DEVICES = (CPU, TRAINING_DEVICE)
 @contextmanager
 def env_option_errors() -> Iterator[None]:
     """A ``ValueError``/``TypeError`` of an env option's check as the one-line :class:`ConfigError`
-    ``model.init_args.env: <message>`` (a ConfigError passes as it is). Why one place: the problem, both groups and
+    ``model.init_args.env: <message>`` (a ConfigError passes as it is). Why one place: the problem, its groups and
     the residual's controller (control/residual.py) are checked apart, and their messages read the same."""
     try:
         yield
@@ -83,6 +86,9 @@ class Backend:
     ``device``: where the training twin steps: "cpu", or "training", the device the agent trains on (the twin's
     tables, state and rollouts live there and a step makes no host synchronisation, so a GPU steps thousands of
     envs at once: envs/twin.py "The twin on the training device"). On a CPU run both are the same.
+    ``data_root``: where the simulators' site data is built and cached: the site's CityLearn dataset (and each year
+    of ``training.train_site_seeds`` and ``validation_site_seed``) under ``data_root/<name>``, built once and then
+    read back (envs/site_data.py).
     """
 
     train: str = CITYLEARN
@@ -91,6 +97,7 @@ class Backend:
     num_workers: int = 1
     compile: bool = False
     device: str = CPU
+    data_root: str = "data"
 
     def __post_init__(self) -> None:
         with env_option_errors():
@@ -119,6 +126,38 @@ class Backend:
 
 
 @dataclass(frozen=True)
+class Episodes:
+    """How the problem's episodes are drawn (``env.episodes``): the seed each reset gets, and a Gymnasium id's length.
+
+    Why a group of its own: the seeds pick which episodes of the problem a run sees, not the problem (the site, the
+    action layout and the objective are the same whichever episode is drawn) nor what simulates it (CityLearn and the
+    twin reset episode k with the same seed). Every reset is seeded from an episode counter
+    (envs/factory.py ``EpisodeSeeding``), so a run and its resume see the same episodes.
+
+    ``seed``: training episode k is reset with ``seed + k`` (collection worker w's with
+    ``seed + w * WORKER_SEED_STRIDE + k``; the twin's ``training.start: random`` draws its starts from it).
+    ``eval_seed``: evaluation episode k is reset with ``eval_seed + k``: the same episodes at every evaluation.
+    ``max_steps``: a Gymnasium id's episode length (None: the id's own limit); the Iquitos site's episode is its year
+    (``training.episode_hours`` on the twin).
+    """
+
+    seed: int = 0
+    eval_seed: int = 10_000
+    max_steps: int | None = None
+
+    def __post_init__(self) -> None:
+        with env_option_errors():
+            self._check()
+
+    def _check(self) -> None:
+        for name in ("seed", "eval_seed"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"episodes.{name} must be >= 0 (a reset's seed), got {getattr(self, name)}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"episodes.max_steps must be >= 1 or null, got {self.max_steps}")
+
+
+@dataclass(frozen=True)
 class TrainingAids:
     """What the twin's training episodes add to the problem (``env.training``); evaluations never see any of it.
 
@@ -128,7 +167,8 @@ class TrainingAids:
     (the peak shaver's at that hour of the year, envs/start_peak.py, run by control/training_references.py) or "zero"
     (a fresh month).
     ``train_site_seeds``: train on these years of the site profile (its seed replaced: mall noise, cloudiness and
-    EV sessions drawn afresh, built once each under ``data_root``); env b runs year b % len. None: the site itself.
+    EV sessions drawn afresh, built once each under ``backend.data_root``); env b runs year b % len. None: the site
+    itself.
     ``reward_baseline``: "uncontrolled" or "rule": the reward minus that controller's at the same hour of the same
     year (a fixed series: the best policy is unchanged, envs/reward_baseline.py); "none": the objective's reward.
     ``critic_forecasts``: None (the critic sees what the actor sees) or "oracle" (also the coming hours' true PV
@@ -165,17 +205,14 @@ class TrainingAids:
 
 @dataclass
 class EnvConfig:
-    """Which environment to build: the problem, with its :class:`Backend` and the twin's :class:`TrainingAids`.
+    """Which environment to build: the problem, with its :class:`Backend`, its :class:`Episodes` and the twin's
+    :class:`TrainingAids`.
 
     ``name`` is ``"iquitos"`` (the site described by ``site``) or any Gymnasium id such as ``"Pendulum-v1"``.
     """
 
     name: str = IQUITOS
     site: str = "configs/site/iquitos-2026.yaml"  # site profile YAML, used when name == "iquitos"
-    data_root: str = "data"  # where the site's CityLearn dataset is built and cached
-    seed: int = 0  # training episode k is reset with seed + k
-    eval_seed: int = 10_000  # evaluation episode k is reset with eval_seed + k (same episodes every time)
-    max_episode_steps: int | None = None  # Gymnasium ids only: episode length (None: the id's own limit)
     # Iquitos action layout (envs/actions.py): "per_socket" (1 + sockets), "fleet" (BESS, EV fleet),
     # "self_consumption_window" (the share of the hour's surplus or load the BESS takes over, 0 idle: one share for
     # surplus hours, one for the peak window, one for the others, then the EV fleet; the card's)
@@ -205,6 +242,7 @@ class EnvConfig:
     # looking at the evaluation year itself. None: no selection year.
     validation_site_seed: int | None = None
     backend: Backend = field(default_factory=Backend)
+    episodes: Episodes = field(default_factory=Episodes)
     training: TrainingAids = field(default_factory=TrainingAids)
 
     def __post_init__(self) -> None:
@@ -213,6 +251,8 @@ class EnvConfig:
         with env_option_errors():
             if isinstance(self.backend, dict):
                 self.backend = Backend(**self.backend)
+            if isinstance(self.episodes, dict):
+                self.episodes = Episodes(**self.episodes)
             if isinstance(self.training, dict):
                 self.training = TrainingAids(**self.training)
             self._check()
@@ -242,6 +282,11 @@ class EnvConfig:
             )
         if self.backend.train == TWIN and self.name != IQUITOS:
             raise ValueError(f"backend.train: twin simulates the Iquitos site, not {self.name!r}")
+        if self.episodes.max_steps is not None and self.name == IQUITOS:
+            raise ValueError(
+                "episodes.max_steps is a Gymnasium id's episode length: the Iquitos site's episode is its year "
+                "(training.episode_hours on the twin)"
+            )
         if self.training != TrainingAids() and not self.on_twin:
             defaults = TrainingAids()
             given = [f"training.{item.name}" for item in fields(TrainingAids)
@@ -256,14 +301,13 @@ class EnvConfig:
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> EnvConfig:
-        """An env config from a dict: nested (``backend``, ``training``) or the flat keys of checkpoints written
-        before the options had groups (``actions``, ``backend: twin``, ``num_envs``, ``start``...: the table of
-        envs/moved_keys.py), so an earlier run's checkpoint keeps its env when its hparams are read."""
-        problem = {item.name for item in fields(cls)} - {"backend", "training"}
+        """An env config from a dict: nested (``backend``, ``episodes``, ``training``) or the flat keys of checkpoints
+        written before the options had groups (``actions``, ``backend: twin``, ``num_envs``, ``seed``, ``start``...:
+        the table of envs/moved_keys.py), so an earlier run's checkpoint keeps its env when its hparams are read."""
+        problem = {item.name for item in fields(cls)} - set(ENV_GROUPS)
         config: dict[str, Any] = {}
-        backend = dict(values["backend"]) if isinstance(values.get("backend"), dict) else {}
-        training = dict(values["training"]) if isinstance(values.get("training"), dict) else {}
-        groups = {"": config, "backend": backend, "training": training}
+        groups = {name: dict(values[name]) if isinstance(values.get(name), dict) else {} for name in ENV_GROUPS}
+        groups[""] = config
         for key, value in values.items():
             value_moved = GROUPS_THAT_WERE_VALUES.get(key) if isinstance(value, str) else None  # backend: twin
             moved = MOVED_ENV_KEYS.get(key) or value_moved
@@ -272,7 +316,12 @@ class EnvConfig:
             elif moved is not None:
                 group, _, name = moved.rpartition(".")
                 groups[group][name] = value
-        return cls(**config, backend=Backend(**backend), training=TrainingAids(**training))
+        return cls(
+            **config,
+            backend=Backend(**groups["backend"]),
+            episodes=Episodes(**groups["episodes"]),
+            training=TrainingAids(**groups["training"]),
+        )
 
 
 def check_training_years(config: EnvConfig) -> None:

@@ -23,7 +23,7 @@ evaluation at intervals during training.
 Parallel workers are one switch, ``backend.num_workers``: above 1 rollouts are collected by that many worker
 processes (:mod:`iquitos_lightning.agents.collection`), each one env built by
 :func:`worker_env_makers` with its own episode counter (worker ``w`` seeds episode ``k`` with
-``seed + w * WORKER_SEED_STRIDE + k``); rollouts then have a leading worker dimension. The training
+``episodes.seed + w * WORKER_SEED_STRIDE + k``); rollouts then have a leading worker dimension. The training
 process keeps one env of its own for the specs the networks are built from. Evaluation always runs
 one env in the training process. Resume is exact only when collection runs in the training process:
 worker counters are not checkpointed, so a resumed run with workers continues from the checkpoint's
@@ -89,7 +89,7 @@ def _make_gym_env(config: EnvConfig, *, evaluation: bool = False, site: str | Si
         from iquitos_lightning.envs.twin_gym import TwinGymEnv  # lazy: as the twin above
 
         options = site_env_options(config)
-        twin = make_twin(site, data_root=Path(config.data_root), record=True, **options)
+        twin = make_twin(site, data_root=Path(config.backend.data_root), record=True, **options)
         return TwinGymEnv(twin)
     if config.name == IQUITOS:
         try:
@@ -103,8 +103,8 @@ def _make_gym_env(config: EnvConfig, *, evaluation: bool = False, site: str | Si
                 "requirements-nodeps.lock (citylearn 3.0.2; its declared dependencies would break torch)"
             ) from None
         options = site_env_options(config)
-        return make_iquitos_env(site, data_root=Path(config.data_root), **options)
-    kwargs = {} if config.max_episode_steps is None else {"max_episode_steps": config.max_episode_steps}
+        return make_iquitos_env(site, data_root=Path(config.backend.data_root), **options)
+    kwargs = {} if config.episodes.max_steps is None else {"max_episode_steps": config.episodes.max_steps}
     try:
         return gym.make(config.name, **kwargs)
     except gym.error.Error as error:
@@ -158,8 +158,9 @@ def make_env(
         if not evaluation or config.validation_site_seed is None:
             raise ValueError("a selection env is an evaluation env of a run with a validation_site_seed")
         year = site_year(config.site, config.validation_site_seed)
-        return _make_single_env(config, config.eval_seed, evaluation=True, site=year)
-    return _make_single_env(config, config.eval_seed if evaluation else config.seed, evaluation=evaluation)
+        return _make_single_env(config, config.episodes.eval_seed, evaluation=True, site=year)
+    episodes = config.episodes
+    return _make_single_env(config, episodes.eval_seed if evaluation else episodes.seed, evaluation=evaluation)
 
 
 def make_year_env(config: EnvConfig, seed: int) -> EnvBase:
@@ -167,7 +168,7 @@ def make_year_env(config: EnvConfig, seed: int) -> EnvBase:
     run's layout, objective, forecasts and evaluation simulator, on a year it neither trained on nor was chosen on."""
     if config.name != IQUITOS:
         raise ValueError("a site year needs the Iquitos site (model.env.name: iquitos)")
-    return _make_single_env(config, config.eval_seed, evaluation=True, site=site_year(config.site, seed))
+    return _make_single_env(config, config.episodes.eval_seed, evaluation=True, site=site_year(config.site, seed))
 
 
 def env_specs(config: EnvConfig) -> EnvBase:
@@ -196,12 +197,12 @@ def env_specs(config: EnvConfig) -> EnvBase:
 def training_site(config: EnvConfig) -> LoadedSite:
     """The site a twin-backend ``config`` trains on, with the built series of ``training.train_site_seeds``' years
     (none: the twin trains on ``config.site``'s own year), each read once."""
-    return load_site(config.site, Path(config.data_root), config.training.train_site_seeds)
+    return load_site(config.site, Path(config.backend.data_root), config.training.train_site_seeds)
 
 
 def training_years(config: EnvConfig) -> list[Any]:
     """The built series of ``config.train_site_seeds``' years (none: the twin trains on ``config.site``)."""
-    return site_years(config.site, config.training.train_site_seeds or (), Path(config.data_root))
+    return site_years(config.site, config.training.train_site_seeds or (), Path(config.backend.data_root))
 
 
 def site_env_options(config: EnvConfig) -> dict[str, Any]:
@@ -220,8 +221,8 @@ def site_env_options(config: EnvConfig) -> dict[str, Any]:
 
 def worker_env_makers(config: EnvConfig) -> list[Callable[[], EnvBase]]:
     """One picklable env maker per collection worker (``num_workers`` of them): worker ``w`` trains on the
-    seed stream ``seed + w * WORKER_SEED_STRIDE``; the twin backend is one batched env."""
-    seeds = [config.seed + worker * WORKER_SEED_STRIDE for worker in range(config.backend.num_workers)]
+    seed stream ``episodes.seed + w * WORKER_SEED_STRIDE``; the twin backend is one batched env."""
+    seeds = [config.episodes.seed + worker * WORKER_SEED_STRIDE for worker in range(config.backend.num_workers)]
     return [partial(_make_worker_env, config, seed) for seed in seeds]
 
 
@@ -271,7 +272,7 @@ def twin_options(config: EnvConfig) -> dict[str, Any]:
     make_twin`'s) but its reference tables (``references``, control/training_references.py): also what the bench's plain
     loops build their bare twin from, so both sides step the same site, envs, layout, objective, observation, starts
     and years."""
-    return {"data_root": Path(config.data_root), "years": training_years(config), **twin_settings(config)}
+    return {"data_root": Path(config.backend.data_root), "years": training_years(config), **twin_settings(config)}
 
 
 def twin_settings(config: EnvConfig) -> dict[str, Any]:
@@ -281,7 +282,7 @@ def twin_settings(config: EnvConfig) -> dict[str, Any]:
         "compile_physics": config.backend.compile,
         "start": config.training.start,
         "episode_hours": config.training.episode_hours,
-        "seed": config.seed,
+        "seed": config.episodes.seed,
         "stored_energy_value": config.training.stored_energy_value,
         "shaping_gamma": config.training.shaping_gamma,
         **site_env_options(config),

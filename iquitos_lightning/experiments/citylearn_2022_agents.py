@@ -56,6 +56,7 @@ from iquitos_lightning.citylearn_2022.gym_env import (
 )
 from iquitos_lightning.citylearn_2022.scoring import weighted_phase_score
 from iquitos_lightning.citylearn_2022.simulation import run_phase
+from iquitos_lightning.envs.env_config import Episodes
 from iquitos_lightning.fastpath.tanh_normal import evaluation_policy
 from iquitos_lightning.report.provenance import git_revision
 from iquitos_lightning.report.run_report import plot_health, write_rows_csv
@@ -192,7 +193,7 @@ def make_agent(agent: str, seed: int, frames: int, problem: str = "five", eval_e
         eval_episodes=4 if problem in PER_BUILDING else 2,  # a twin's window takes ~1 s, CityLearn's ~10
         noise_hold_steps=hold,
     )  # fmt: skip
-    env = EnvConfig(name=PROBLEMS[problem][0], seed=seed)
+    env = EnvConfig(name=PROBLEMS[problem][0], episodes=Episodes(seed=seed))
     if agent == "sac":
         settings["init_random_frames"] = min(settings["init_random_frames"], frames // 4)
         return SAC(env=env, rollout=rollout, buffer=ReplayBufferConfig(capacity=max(frames, 1)), **settings)

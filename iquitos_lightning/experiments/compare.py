@@ -320,7 +320,7 @@ def run_overrides(site_path: Path, seed: int, budget: int, period: int, run_dir:
     return [
         f"--seed_everything={seed}",
         f"--model.init_args.env.site={site_path}",
-        f"--model.init_args.env.seed={1000 * seed}",
+        f"--model.init_args.env.episodes.seed={1000 * seed}",
         f"--model.init_args.rollout.frame_budget={budget}",
         f"--model.init_args.rollout.eval_every_frames={period}",
         "--model.init_args.rollout.eval_episodes=1",

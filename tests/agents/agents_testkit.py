@@ -11,7 +11,7 @@ import lightning.pytorch as pl
 import torch
 
 from iquitos_lightning.agents import SAC, EnvConfig, ReplayBufferConfig, RolloutConfig
-from iquitos_lightning.envs.env_config import Backend
+from iquitos_lightning.envs.env_config import Backend, Episodes
 from iquitos_lightning.training.callbacks.evaluation import PolicyEvaluation
 from iquitos_lightning.training.callbacks.frame_checkpoint import FrameCheckpoint
 
@@ -19,7 +19,7 @@ from iquitos_lightning.training.callbacks.frame_checkpoint import FrameCheckpoin
 def small_sac(frame_budget: int, *, episode_steps: int = 50, frames_per_batch: int = 50, **overrides: Any) -> SAC:
     """SAC on Pendulum with ``episode_steps``-long episodes, sized to run in seconds."""
     settings: dict[str, Any] = {
-        "env": EnvConfig(name="Pendulum-v1", seed=3, max_episode_steps=episode_steps),
+        "env": EnvConfig(name="Pendulum-v1", episodes=Episodes(seed=3, max_steps=episode_steps)),
         "rollout": RolloutConfig(
             frame_budget=frame_budget,
             frames_per_batch=frames_per_batch,
@@ -103,7 +103,9 @@ POLICY_PARAMETERISATIONS = {
 }
 
 
-TINY_TWIN = EnvConfig(name="iquitos", site="configs/site/tiny.yaml", seed=0, backend=Backend(train="twin", num_envs=4))
+TINY_TWIN = EnvConfig(
+    name="iquitos", site="configs/site/tiny.yaml", backend=Backend(train="twin", num_envs=4), episodes=Episodes(seed=0)
+)
 
 
 def moved_after_collecting(agent_class: Any, moved: Any, **agent_options: Any) -> tuple[Any, Any]:

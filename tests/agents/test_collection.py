@@ -22,7 +22,7 @@ from torch import nn
 from iquitos_lightning.agents import PPO, SAC, EnvConfig, RolloutConfig
 from iquitos_lightning.agents.collection import make_collector
 from iquitos_lightning.agents.site_envs import agent_worker_env_makers
-from iquitos_lightning.envs.env_config import Backend
+from iquitos_lightning.envs.env_config import Backend, Episodes
 from iquitos_lightning.envs.factory import make_env, worker_env_makers
 from iquitos_lightning.errors import ConfigError
 from tests.agents.agents_testkit import BatchRecorder, cpu_trainer, small_sac
@@ -39,7 +39,7 @@ def _constant_policy(value: float) -> TensorDictModule:
 
 def _actions_per_rollout(overlap: bool, num_workers: int) -> list[float]:
     """Set the learner's bias to 0.1, 0.2, ... after each rollout, as training would; return each rollout's action."""
-    config = EnvConfig(name="Pendulum-v1", max_episode_steps=20, backend=Backend(num_workers=num_workers))
+    config = EnvConfig(name="Pendulum-v1", backend=Backend(num_workers=num_workers), episodes=Episodes(max_steps=20))
     policy = _constant_policy(0.1)
     collector = make_collector(config, make_env(config), policy, frames_per_batch=10 * num_workers, overlap=overlap)
     actions = []
@@ -79,7 +79,7 @@ def test_synchronous_workers_collect_with_the_latest_weights_pushed_through_shar
     policy copy in shared memory, which the push after the first rollout checks. The same collector shows where its
     workers come from: forked by a fork server (agents/worker_start.py) that was started, with the first worker,
     with the stop signals blocked, so a Ctrl-C or SIGTERM to the group cannot end a worker before it ignores them."""
-    config = EnvConfig(name="Pendulum-v1", max_episode_steps=20, backend=Backend(num_workers=2))
+    config = EnvConfig(name="Pendulum-v1", backend=Backend(num_workers=2), episodes=Episodes(max_steps=20))
     policy = _constant_policy(0.1)
     collector = make_collector(config, make_env(config), policy, frames_per_batch=20, overlap=False)
     actions = []
@@ -140,7 +140,7 @@ def test_sac_with_overlap_trains_and_repeats_itself_exactly() -> None:
 def test_ppo_with_two_workers_learns_from_both_and_repeats_itself_exactly() -> None:
     def two_worker_ppo() -> PPO:
         return PPO(
-            env=EnvConfig(name="Pendulum-v1", seed=3, max_episode_steps=50, backend=Backend(num_workers=2)),
+            env=EnvConfig(name="Pendulum-v1", backend=Backend(num_workers=2), episodes=Episodes(seed=3, max_steps=50)),
             rollout=RolloutConfig(frame_budget=200, frames_per_batch=100, eval_every_frames=200, eval_episodes=0),
             hidden_sizes=(16, 16),
             minibatch_size=50,
@@ -179,7 +179,7 @@ def test_a_worker_unpickling_its_env_maker_imports_no_lightning() -> None:
     """A collection worker starts by unpickling its env maker (agents/site_envs.py), which imports the agents package
     first; the package imports its agents on first use, so the worker skips Lightning (~4 s of each worker's start on
     the 2-core machine, agents/__init__.py)."""
-    config = EnvConfig(name="Pendulum-v1", max_episode_steps=20, backend=Backend(num_workers=2))
+    config = EnvConfig(name="Pendulum-v1", backend=Backend(num_workers=2), episodes=Episodes(max_steps=20))
     maker = pickle.dumps(agent_worker_env_makers(config)[0])
     script = "import pickle, sys; pickle.loads(sys.stdin.buffer.read()); print('lightning' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", script], input=maker, capture_output=True, check=True)

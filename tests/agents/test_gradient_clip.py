@@ -12,7 +12,7 @@ import torch
 
 from iquitos_lightning.agents import A2C, PPO, EnvConfig, RolloutConfig
 from iquitos_lightning.agents.guards import backward_and_step
-from iquitos_lightning.envs.env_config import Backend
+from iquitos_lightning.envs.env_config import Backend, Episodes
 from tests.agents.agents_testkit import BatchRecorder, cpu_trainer
 
 TINY = str(Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml")
@@ -66,7 +66,11 @@ def test_every_rollout_logs_the_mean_gradient_norm_before_the_clip(agent_class, 
     pl.seed_everything(0, verbose=False)
     extra = {"minibatch_size": 32, "epochs": 2} if agent_class is PPO else {}
     agent = agent_class(
-        env=EnvConfig(site=TINY, data_root=str(tmp_path / "data"), seed=0, backend=Backend(train="twin", num_envs=4)),
+        env=EnvConfig(
+            site=TINY,
+            backend=Backend(train="twin", num_envs=4, data_root=str(tmp_path / "data")),
+            episodes=Episodes(seed=0),
+        ),
         rollout=RolloutConfig(frame_budget=192, frames_per_batch=64, eval_every_frames=192, eval_episodes=0),
         hidden_sizes=(16, 16),
         max_grad_norm=1e-3,  # every update clipped

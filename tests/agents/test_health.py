@@ -13,6 +13,7 @@ from agents_testkit import cpu_trainer, small_sac
 
 from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
 from iquitos_lightning.agents.health import approximate_kl, current_log_prob, explained_variance, policy_spread
+from iquitos_lightning.envs.env_config import Episodes
 from iquitos_lightning.envs.factory import make_env
 from iquitos_lightning.training.callbacks import LearningHealth, RunReport
 
@@ -20,7 +21,7 @@ from iquitos_lightning.training.callbacks import LearningHealth, RunReport
 def small_ppo(lr: float, frame_budget: int = 4096, **options) -> PPO:
     """PPO on Pendulum with one health period (evaluation period) every 2,048 frames."""
     return PPO(
-        env=EnvConfig(name="Pendulum-v1", seed=1, max_episode_steps=200),
+        env=EnvConfig(name="Pendulum-v1", episodes=Episodes(seed=1, max_steps=200)),
         rollout=RolloutConfig(
             frame_budget=frame_budget, frames_per_batch=1024, eval_every_frames=2048, eval_episodes=0
         ),
@@ -121,7 +122,7 @@ def test_the_current_log_probability_equals_the_distributions(distribution):
     """The KL's log-probability on tensors (a TanhNormal on Pendulum's bounds of +-2) equals the distribution's
     ``log_prob`` bit for bit, for a moved policy; a plain Gaussian goes through the distribution itself."""
     pl.seed_everything(0)
-    agent = PPO(env=EnvConfig(name="Pendulum-v1", seed=1), distribution=distribution, lr=1e-3)
+    agent = PPO(env=EnvConfig(name="Pendulum-v1", episodes=Episodes(seed=1)), distribution=distribution, lr=1e-3)
     with torch.no_grad():
         data = make_env(agent.env_config).rollout(64, agent.actor)
         for parameter in agent.actor.parameters():

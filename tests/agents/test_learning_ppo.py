@@ -12,6 +12,7 @@ import torch
 from agents_testkit import cpu_trainer
 
 from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
+from iquitos_lightning.envs.env_config import Episodes
 from iquitos_lightning.envs.factory import episode_seeding, make_env
 
 EVAL_EPISODES = 3
@@ -32,7 +33,7 @@ def random_policy_return(env_config: EnvConfig) -> float:
 def test_ppo_improves_clearly_over_a_random_policy_on_pendulum():
     torch.set_num_threads(1)
     pl.seed_everything(0)
-    env_config = EnvConfig(name="Pendulum-v1", seed=1)
+    env_config = EnvConfig(name="Pendulum-v1", episodes=Episodes(seed=1))
     agent = PPO(
         env=env_config,
         rollout=RolloutConfig(frame_budget=12_288, frames_per_batch=1_024, eval_every_frames=12_288, eval_episodes=3),

@@ -15,6 +15,7 @@ import torch
 from agents_testkit import cpu_trainer
 
 from iquitos_lightning.agents import SAC, EnvConfig, RolloutConfig
+from iquitos_lightning.envs.env_config import Episodes
 
 
 @pytest.mark.slow
@@ -22,7 +23,7 @@ def test_sac_reaches_minus_300_on_pendulum_within_4k_frames():
     torch.set_num_threads(1)  # tiny networks: one thread is as fast and does not fight other jobs
     pl.seed_everything(0)
     agent = SAC(
-        env=EnvConfig(name="Pendulum-v1", seed=1),
+        env=EnvConfig(name="Pendulum-v1", episodes=Episodes(seed=1)),
         rollout=RolloutConfig(frame_budget=4_000, frames_per_batch=200, eval_every_frames=4_000, eval_episodes=3),
         hidden_sizes=(64, 64),
         batch_size=256,

@@ -16,10 +16,11 @@ from iquitos_lightning.agents import A2C, PPO, SAC, EnvConfig, RolloutConfig
 from iquitos_lightning.agents.health import action_bounds, approximate_kl, policy_spread
 from iquitos_lightning.agents.networks import linear_layers
 from iquitos_lightning.agents.speed import SpeedConfig
+from iquitos_lightning.envs.env_config import Episodes
 from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.fastpath.tanh_normal import state_dependent_noise_head
 
-SITE = EnvConfig(name="iquitos", site="configs/site/tiny.yaml", seed=0)
+SITE = EnvConfig(name="iquitos", site="configs/site/tiny.yaml", episodes=Episodes(seed=0))
 ROLLOUT = RolloutConfig(frames_per_batch=64, eval_every_frames=64)
 
 

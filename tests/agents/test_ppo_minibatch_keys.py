@@ -19,10 +19,9 @@ def tiny_ppo(tmp_path: Path) -> PPO:
     return PPO(
         env=EnvConfig(
             site=TINY,
-            data_root=str(tmp_path / "data"),
             layout="fleet",
             objective="tariff",
-            backend=Backend(train="twin", num_envs=4),
+            backend=Backend(train="twin", num_envs=4, data_root=str(tmp_path / "data")),
             training=TrainingAids(start="staggered", episode_hours=8),
         ),
         rollout=RolloutConfig(frame_budget=64, frames_per_batch=64, eval_every_frames=64, eval_episodes=0),

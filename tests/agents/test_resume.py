@@ -12,7 +12,7 @@ from agents_testkit import BatchRecorder, StopAtFrames, cpu_trainer, frame_check
 from tensordict import TensorDict
 
 from iquitos_lightning.agents import PPO, SAC, EnvConfig, RLAgent, RolloutConfig
-from iquitos_lightning.envs.env_config import Backend
+from iquitos_lightning.envs.env_config import Backend, Episodes
 
 LOSS_KEYS = ("train/loss_actor", "train/loss_qvalue", "train/loss_alpha", "train/alpha")
 
@@ -59,7 +59,7 @@ def test_resume_at_episode_boundary_repeats_the_uninterrupted_losses(tmp_path):
 def _small_ppo(frame_budget: int) -> PPO:
     """PPO on Pendulum with 64-frame episodes and rollouts: every rollout ends at an episode boundary."""
     return PPO(
-        env=EnvConfig(name="Pendulum-v1", seed=3, max_episode_steps=64),
+        env=EnvConfig(name="Pendulum-v1", episodes=Episodes(seed=3, max_steps=64)),
         rollout=RolloutConfig(frame_budget=frame_budget, frames_per_batch=64, eval_every_frames=128, eval_episodes=1),
         hidden_sizes=(16, 16),
         epochs=2,
@@ -143,7 +143,8 @@ def _overlapping_sac(frame_budget: int) -> SAC:
 
 def _two_worker_sac(frame_budget: int) -> SAC:
     return small_sac(
-        frame_budget, env=EnvConfig(name="Pendulum-v1", seed=3, max_episode_steps=50, backend=Backend(num_workers=2))
+        frame_budget,
+        env=EnvConfig(name="Pendulum-v1", backend=Backend(num_workers=2), episodes=Episodes(seed=3, max_steps=50)),
     )
 
 

@@ -55,9 +55,8 @@ def _config(root: Path, data_root: Path, *, kill_after: int | None = None) -> Pa
                 "env": {
                     "name": "iquitos",
                     "site": str(TINY),
-                    "data_root": str(data_root),
-                    "seed": 0,
-                    "backend": {"train": "twin", "num_envs": 4},
+                    "backend": {"train": "twin", "num_envs": 4, "data_root": str(data_root)},
+                    "episodes": {"seed": 0},
                     "training": {"start": "staggered", "episode_hours": 24},
                 },
                 "rollout": {
@@ -133,8 +132,7 @@ def _twin_ppo(data_root: Path, num_envs: int = 4) -> PPO:
     return PPO(
         env=EnvConfig(
             site=str(TINY),
-            data_root=str(data_root),
-            backend=Backend(train="twin", num_envs=num_envs),
+            backend=Backend(train="twin", num_envs=num_envs, data_root=str(data_root)),
             training=TrainingAids(start="staggered", episode_hours=24),
         ),
         rollout=RolloutConfig(frame_budget=BUDGET, frames_per_batch=32, eval_every_frames=BUDGET, eval_episodes=0),

@@ -12,6 +12,7 @@ from tensordict import TensorDict
 
 from iquitos_lightning.agents import PPO, EnvConfig, RolloutConfig
 from iquitos_lightning.agents.reward_normalizer import RewardNormalizer
+from iquitos_lightning.envs.env_config import Episodes
 
 
 def rollout_of(rewards: list, dones: list) -> TensorDict:
@@ -106,7 +107,7 @@ def test_a_rollout_with_a_non_finite_reward_leaves_the_statistics_alone():
 
 def test_the_statistics_survive_a_weights_only_checkpoint_of_a_ppo_and_the_returns_restart():
     settings = {
-        "env": EnvConfig(name="Pendulum-v1", seed=4, max_episode_steps=40),
+        "env": EnvConfig(name="Pendulum-v1", episodes=Episodes(seed=4, max_steps=40)),
         "rollout": RolloutConfig(frames_per_batch=100, eval_every_frames=100),
         "hidden_sizes": (8,),
     }
@@ -145,7 +146,7 @@ def test_the_returns_in_progress_come_back_only_when_the_episodes_go_on():
 
 def test_without_reward_normalization_only_reward_scale_applies_and_nothing_is_saved():
     agent = PPO(
-        env=EnvConfig(name="Pendulum-v1", seed=4, max_episode_steps=40),
+        env=EnvConfig(name="Pendulum-v1", episodes=Episodes(seed=4, max_steps=40)),
         rollout=RolloutConfig(frames_per_batch=64, eval_every_frames=64),
         hidden_sizes=(8,),
         reward_normalization=False,

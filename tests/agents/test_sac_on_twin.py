@@ -17,7 +17,7 @@ TINY = str(Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml
 
 def test_sac_on_a_batched_twin_stores_flat_transitions(tmp_path):
     agent = SAC(
-        env=EnvConfig(site=TINY, data_root=str(tmp_path / "data"), backend=Backend(train="twin", num_envs=4)),
+        env=EnvConfig(site=TINY, backend=Backend(train="twin", num_envs=4, data_root=str(tmp_path / "data"))),
         rollout=RolloutConfig(frame_budget=64, frames_per_batch=32, eval_every_frames=64, eval_episodes=0),
         buffer=ReplayBufferConfig(capacity=1_000),
         hidden_sizes=(16, 16),
@@ -37,10 +37,9 @@ def residual_sac(tmp_path: Path, **overrides) -> SAC:
     return SAC(
         env=EnvConfig(
             site=TINY,
-            data_root=str(tmp_path / "data"),
             layout="fleet",
             residual="rule",
-            backend=Backend(train="twin", num_envs=4),
+            backend=Backend(train="twin", num_envs=4, data_root=str(tmp_path / "data")),
         ),
         rollout=RolloutConfig(frame_budget=64, frames_per_batch=32, eval_every_frames=64, eval_episodes=0),
         buffer=ReplayBufferConfig(capacity=1_000),
@@ -120,8 +119,7 @@ def test_storing_only_what_sac_reads_trains_the_weights_storing_everything_does(
         agent = SAC(
             env=EnvConfig(
                 site=TINY,
-                data_root=str(tmp_path / "data"),
-                backend=Backend(train="twin", num_envs=4),
+                backend=Backend(train="twin", num_envs=4, data_root=str(tmp_path / "data")),
                 training=TrainingAids(critic_forecasts="oracle"),
             ),
             rollout=RolloutConfig(frame_budget=96, frames_per_batch=32, eval_every_frames=96, eval_episodes=0),

@@ -7,8 +7,9 @@ from agents_testkit import BatchRecorder, cpu_trainer, small_sac
 from torchrl.envs import EnvBase
 
 from iquitos_lightning.agents import A2C, PPO, EnvConfig, RolloutConfig
+from iquitos_lightning.envs.env_config import Episodes
 
-PENDULUM = EnvConfig(name="Pendulum-v1", seed=2, max_episode_steps=64)
+PENDULUM = EnvConfig(name="Pendulum-v1", episodes=Episodes(seed=2, max_steps=64))
 
 
 def test_a2c_makes_one_update_per_rollout_and_stops_at_the_frame_budget():

@@ -249,8 +249,7 @@ def test_the_fits_check_runs_its_fits_through_the_cli_and_reports_each_row(tmp_p
 
     smoke = profile_yaml(REPO / "configs" / "smoke.yaml")
     smoke["model"]["init_args"]["env"] |= {
-        "backend": {"train": "twin", "num_envs": 16},
-        "data_root": str(REPO / "data"),
+        "backend": {"train": "twin", "num_envs": 16, "data_root": str(REPO / "data")}
     }
     smoke["model"]["init_args"]["rollout"]["frames_per_batch"] = 4096  # 4 rollouts: the first, then 3 timed
     smoke["model"]["init_args"] |= {"updates_per_frame": 0.005, "init_random_frames": 4096}

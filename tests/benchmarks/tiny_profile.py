@@ -23,10 +23,9 @@ def tiny_twin_profile(path: Path, agent: str, rollout: dict[str, Any], **init_ar
                 "env": {
                     "name": "iquitos",
                     "site": "configs/site/tiny.yaml",
-                    "data_root": str(REPO / "data"),
                     "layout": "self_consumption_window",
                     "objective": "tariff",
-                    "backend": {"train": "twin", "evaluate": "twin", "num_envs": 4},
+                    "backend": {"train": "twin", "evaluate": "twin", "num_envs": 4, "data_root": str(REPO / "data")},
                 },
                 "rollout": rollout,
                 "hidden_sizes": [16, 16],

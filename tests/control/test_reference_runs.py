@@ -33,10 +33,9 @@ def _start_peaks(data_root: Path, demand_period: str = "month") -> np.ndarray:
     control/training_references.py)."""
     config = EnvConfig(
         site=str(TINY),
-        data_root=str(data_root),
         objective="tariff",
         demand_period=demand_period,
-        backend=Backend(train="twin", num_envs=4),
+        backend=Backend(train="twin", num_envs=4, data_root=str(data_root)),
         training=TrainingAids(start="staggered", episode_hours=24),
     )
     return reference_tables(config).start_peaks

@@ -33,7 +33,7 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _tables(data_root: Path, **env: object) -> ReferenceTables:
     """The tables of a twin-backend run of the tiny site with ``env`` options."""
     return reference_tables(
-        EnvConfig.from_mapping({"site": str(TINY), "data_root": str(data_root), "backend": "twin", **env})
+        EnvConfig.from_mapping({"site": str(TINY), "backend": {"train": "twin", "data_root": str(data_root)}, **env})
     )
 
 
@@ -103,8 +103,12 @@ def test_start_peaks_are_a_twin_training_matter_and_a_twin_without_its_table_is_
     assert _tables(data_root, start="staggered").start_peaks is None
     options = {"num_envs": 2, "start": "staggered", "episode_hours": 24, "objective": "tariff"}
     assert _tables(data_root, start_peak="zero", **options).start_peaks is None
-    assert reference_tables(EnvConfig(site=str(TINY), data_root=str(data_root))).start_peaks is None  # CityLearn
-    config = EnvConfig.from_mapping({"site": str(TINY), "data_root": str(data_root), "backend": "twin", **options})
+    assert (
+        reference_tables(EnvConfig(site=str(TINY), backend=Backend(data_root=str(data_root)))).start_peaks is None
+    )  # CityLearn
+    config = EnvConfig.from_mapping(
+        {"site": str(TINY), "backend": {"train": "twin", "data_root": str(data_root)}, **options}
+    )
     with pytest.raises(ValueError, match="start_peak: reference"):
         make_env(config)
     assert make_env(config, references=reference_tables(config)).peak_to_date_kw.shape == (2,)
@@ -149,10 +153,9 @@ def test_against_the_rule_the_rule_earns_zero_and_another_action_its_difference(
     tables = _tables(data_root, actions=FLEET, residual="rule", reward_baseline="rule")
     rule_agent = EnvConfig(
         site=str(TINY),
-        data_root=str(data_root),
         layout=FLEET,
         residual="rule",
-        backend=Backend(train="twin"),
+        backend=Backend(train="twin", data_root=str(data_root)),
         training=TrainingAids(reward_baseline="rule"),
     )
     np.testing.assert_allclose(_rewards(make_agent_env(rule_agent), [[0.0, 0.0]]), 0.0, atol=1e-6)
@@ -179,8 +182,7 @@ def test_evaluation_and_citylearn_refuse_a_baseline(data_root: Path) -> None:
         make_twin(TINY, data_root=data_root, record=True, references=tables)
     config = EnvConfig(
         site=str(TINY),
-        data_root=str(data_root),
-        backend=Backend(train="twin"),
+        backend=Backend(train="twin", data_root=str(data_root)),
         training=TrainingAids(reward_baseline="uncontrolled"),
     )
     with pytest.raises(ValueError, match="reward_baseline: uncontrolled"):
@@ -207,7 +209,12 @@ def test_one_training_env_build_reads_the_site_and_each_training_year_once(data_
     monkeypatch.setattr(site_data, "built_site", counted)
     options = {"num_envs": 2, "start": "staggered", "episode_hours": 24, "objective": "tariff"}
     config = EnvConfig.from_mapping(
-        {"site": str(TINY), "data_root": str(data_root), "backend": "twin", "train_site_seeds": [8, 9], **options}
+        {
+            "site": str(TINY),
+            "backend": {"train": "twin", "data_root": str(data_root)},
+            "train_site_seeds": [8, 9],
+            **options,
+        }
     )
     env = make_agent_env(config)
     assert sorted(loads) == ["tiny", "tiny-seed8", "tiny-seed9"]

@@ -18,6 +18,7 @@ from iquitos_lightning.envs.actions import (
     unavoidable_unmet_kwh,
 )
 from iquitos_lightning.envs.citylearn import make_iquitos_env
+from iquitos_lightning.envs.env_config import Backend
 from iquitos_lightning.envs.factory import site_env
 from iquitos_lightning.envs.twin import make_twin
 from iquitos_lightning.metrics.kpis import compute_kpis
@@ -66,7 +67,7 @@ def test_an_untrained_agents_deterministic_policy_charges_half_way_not_zero(data
     """Its mean action is about 0: the middle of every band, never a dead zone of 'no charge'."""
     torch.manual_seed(0)
     hours = make_iquitos_env(TINY, data_root=data_root).hours
-    config = EnvConfig(site=str(TINY), data_root=str(data_root), ev_guarantee=False)
+    config = EnvConfig(site=str(TINY), ev_guarantee=False, backend=Backend(data_root=str(data_root)))
     agent = PPO(env=config, rollout=RolloutConfig(frames_per_batch=hours, eval_every_frames=hours), hidden_sizes=(32,))
     _, rollout = agent.evaluate_episode(0)
     env = site_env(agent.eval_env)
@@ -82,7 +83,7 @@ def test_an_untrained_agents_deterministic_policy_charges_half_way_not_zero(data
 
     # With the guarantee on (the default) the same policy serves every EV up to the unavoidable part.
     guarded = PPO(
-        env=EnvConfig(site=str(TINY), data_root=str(data_root), layout=FLEET),
+        env=EnvConfig(site=str(TINY), layout=FLEET, backend=Backend(data_root=str(data_root))),
         rollout=RolloutConfig(frames_per_batch=hours, eval_every_frames=hours),
         hidden_sizes=(32,),
     )

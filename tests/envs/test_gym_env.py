@@ -10,6 +10,7 @@ import torch
 from tensordict import TensorDictBase
 
 from iquitos_lightning.agents import EnvConfig
+from iquitos_lightning.envs.env_config import Episodes
 from iquitos_lightning.envs.factory import EpisodeSeeding, episode_seeding, general_torchrl_env, make_env
 from iquitos_lightning.envs.finite import FiniteValues
 from iquitos_lightning.envs.gym_env import FlatGymEnv, is_flat_box_env
@@ -81,8 +82,8 @@ def test_a_non_box_env_is_refused_with_the_way_out() -> None:
 
 
 def test_set_seed_does_not_advance_the_episode_counter() -> None:
-    env = make_env(EnvConfig(name="Pendulum-v1", seed=2))
+    env = make_env(EnvConfig(name="Pendulum-v1", episodes=Episodes(seed=2)))
     env.set_seed(123)
     first = env.reset()["observation"]
-    again = make_env(EnvConfig(name="Pendulum-v1", seed=2)).reset()["observation"]
+    again = make_env(EnvConfig(name="Pendulum-v1", episodes=Episodes(seed=2))).reset()["observation"]
     assert torch.equal(first, again) and episode_seeding(env).resets_done == 1

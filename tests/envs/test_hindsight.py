@@ -71,8 +71,7 @@ def test_hindsight_is_the_true_coming_day_and_the_observation_keeps_past_days(da
 def test_the_critics_read_the_hindsight_and_the_actor_does_not(data_root):
     site = EnvConfig(
         site=TINY,
-        data_root=str(data_root),
-        backend=Backend(train="twin", num_envs=2),
+        backend=Backend(train="twin", num_envs=2, data_root=str(data_root)),
         training=TrainingAids(critic_forecasts="oracle"),
     )
     rollout = RolloutConfig(frames_per_batch=32, eval_every_frames=32)
@@ -82,7 +81,7 @@ def test_the_critics_read_the_hindsight_and_the_actor_does_not(data_root):
     assert list(ppo.critic.in_keys) == ["observation", HINDSIGHT]
     for agent in (sac, ppo):
         assert HINDSIGHT not in agent.actor.in_keys
-    plain_site = EnvConfig(site=TINY, data_root=str(data_root), backend=Backend(train="twin", num_envs=2))
+    plain_site = EnvConfig(site=TINY, backend=Backend(train="twin", num_envs=2, data_root=str(data_root)))
     plain = PPO(env=plain_site, rollout=rollout, hidden_sizes=(8,), minibatch_size=16)
     assert list(plain.critic.in_keys) == ["observation"]
     assert HINDSIGHT in env_specs(site).observation_spec.keys()  # a run's memory is sized with it

@@ -113,9 +113,8 @@ def test_a_twin_of_several_years_runs_each_env_as_the_one_year_twin_of_its_year(
 def test_the_training_env_trains_on_the_listed_years_and_refuses_them_elsewhere(data_root: Path) -> None:
     config = EnvConfig(
         site=str(TINY),
-        data_root=str(data_root),
         layout=FLEET,
-        backend=Backend(train="twin", num_envs=2),
+        backend=Backend(train="twin", num_envs=2, data_root=str(data_root)),
         training=TrainingAids(train_site_seeds=[101]),
     )
     env = make_env(config)
@@ -141,15 +140,13 @@ def test_training_on_the_reported_year_is_refused(data_root: Path) -> None:
         with pytest.raises(ValueError, match="train_site_seeds includes 7, the site's own year"):
             EnvConfig(
                 site=str(TINY),
-                data_root=str(data_root),
                 layout=FLEET,
-                backend=Backend(train="twin"),
+                backend=Backend(train="twin", data_root=str(data_root)),
                 training=TrainingAids(train_site_seeds=years),
             )
     EnvConfig(
         site=str(TINY),
-        data_root=str(data_root),
         layout=FLEET,
-        backend=Backend(train="twin"),
+        backend=Backend(train="twin", data_root=str(data_root)),
         training=TrainingAids(train_site_seeds=[101, 102]),
     )

@@ -177,7 +177,7 @@ def test_partial_reset_restarts_only_the_masked_envs(citylearn: IquitosEnv) -> N
 
 
 def test_make_env_trains_on_the_twin_and_always_evaluates_on_citylearn(data_root: Path) -> None:
-    config = EnvConfig(site=str(TINY), data_root=str(data_root), backend=Backend(train="twin", num_envs=3))
+    config = EnvConfig(site=str(TINY), backend=Backend(train="twin", num_envs=3, data_root=str(data_root)))
     train = make_env(config)
     assert isinstance(train, IquitosTwin) and train.batch_size == torch.Size([3])
     rollout = train.rollout(5)
@@ -193,7 +193,7 @@ def test_ppo_trained_on_the_twin_scores_the_same_on_citylearn_and_on_the_twin(da
     hours = load_site_config(TINY).hours
     torch.manual_seed(0)
     agent = PPO(
-        env=EnvConfig(site=str(TINY), data_root=str(data_root), backend=Backend(train="twin", num_envs=8)),
+        env=EnvConfig(site=str(TINY), backend=Backend(train="twin", num_envs=8, data_root=str(data_root))),
         rollout=RolloutConfig(
             frame_budget=8 * hours, frames_per_batch=8 * hours, eval_every_frames=8 * hours, eval_episodes=1
         ),
@@ -254,7 +254,7 @@ def test_sac_on_the_twin_stores_one_buffer_row_per_transition(data_root: Path) -
 
     torch.manual_seed(0)
     agent = SAC(
-        env=EnvConfig(site=str(TINY), data_root=str(data_root), backend=Backend(train="twin", num_envs=4)),
+        env=EnvConfig(site=str(TINY), backend=Backend(train="twin", num_envs=4, data_root=str(data_root))),
         rollout=RolloutConfig(frame_budget=4 * 84, frames_per_batch=4 * 42, eval_every_frames=4 * 84, eval_episodes=0),
         buffer=ReplayBufferConfig(capacity=1_000),
         hidden_sizes=(16, 16),

@@ -27,10 +27,9 @@ def test_a_policy_evaluated_on_the_twin_gets_citylearns_return_and_kpis(tmp_path
     for backend in ("citylearn", "twin"):
         config = EnvConfig(
             site=str(TINY),
-            data_root=str(tmp_path),
             layout=actions,
             objective=objective,
-            backend=Backend(evaluate=backend),
+            backend=Backend(evaluate=backend, data_root=str(tmp_path)),
         )
         env = make_env(config, evaluation=True)
         if actor is None:  # one untrained policy (random weights, not zero actions) for both simulators

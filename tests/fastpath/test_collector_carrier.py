@@ -14,7 +14,7 @@ from torchrl.collectors import Collector
 
 from iquitos_lightning.agents.collection import make_collector
 from iquitos_lightning.agents.networks import initialise_lazy, make_actor
-from iquitos_lightning.envs.env_config import Backend, EnvConfig, TrainingAids
+from iquitos_lightning.envs.env_config import Backend, EnvConfig, Episodes, TrainingAids
 from iquitos_lightning.envs.factory import make_env, resumes_anywhere
 from iquitos_lightning.fastpath.collector_carrier import carried_state, continue_from
 
@@ -27,9 +27,8 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> EnvConfig:
     data_root = tmp_path_factory.mktemp("data")
     return EnvConfig(
         site=str(TINY),
-        data_root=str(data_root),
-        seed=2,
-        backend=Backend(train="twin", num_envs=3),
+        backend=Backend(train="twin", num_envs=3, data_root=str(data_root)),
+        episodes=Episodes(seed=2),
         training=TrainingAids(start="random", episode_hours=10),
     )
 

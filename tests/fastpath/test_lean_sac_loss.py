@@ -10,9 +10,11 @@ from torchrl.objectives import SACLoss
 
 from iquitos_lightning.agents import SAC, EnvConfig, RolloutConfig
 from iquitos_lightning.agents.replay import ReplayBufferConfig
-from iquitos_lightning.envs.env_config import Backend, TrainingAids
+from iquitos_lightning.envs.env_config import Backend, Episodes, TrainingAids
 
-SITE = EnvConfig(name="iquitos", site="configs/site/tiny.yaml", seed=0, backend=Backend(train="twin", num_envs=4))
+SITE = EnvConfig(
+    name="iquitos", site="configs/site/tiny.yaml", backend=Backend(train="twin", num_envs=4), episodes=Episodes(seed=0)
+)
 TERMS = ("loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy")
 
 

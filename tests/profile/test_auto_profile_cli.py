@@ -17,7 +17,7 @@ SAC_AUTO = str(REPO / "configs" / "sac_auto.yaml")
 # The card's auto profile trains on the site's twin; these tests swap in Pendulum, resetting every site-only setting.
 PENDULUM = [
     "--model.env",
-    "{name: Pendulum-v1, max_episode_steps: 50, layout: per_socket, objective: thesis, demand_period: month, "
+    "{name: Pendulum-v1, episodes: {max_steps: 50}, layout: per_socket, objective: thesis, demand_period: month, "
     "validation_site_seed: null, backend: {train: citylearn, evaluate: citylearn, num_envs: 1}, "
     "training: {start: zero, episode_hours: null, train_site_seeds: null}}",
     "--final_test.backend",

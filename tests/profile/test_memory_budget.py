@@ -8,6 +8,7 @@ from jsonargparse import Namespace
 from iquitos_lightning.agents import PPO, SAC, EnvConfig
 from iquitos_lightning.agents.networks import parameter_count
 from iquitos_lightning.agents.replay import bytes_per_transition
+from iquitos_lightning.envs.env_config import Episodes
 from iquitos_lightning.profile.auto_profile import workload_of
 from iquitos_lightning.profile.hardware import GIB
 from iquitos_lightning.profile.memory_budget import (
@@ -19,7 +20,7 @@ from iquitos_lightning.profile.memory_budget import (
     network_shapes,
 )
 
-PENDULUM = EnvConfig(name="Pendulum-v1", max_episode_steps=20)
+PENDULUM = EnvConfig(name="Pendulum-v1", episodes=Episodes(max_steps=20))
 
 
 def pendulum_workload(frames_per_batch: int = 100) -> Workload:
@@ -47,7 +48,9 @@ def test_parameter_count_matches_the_ppo_networks(policy_scale):
 
 
 def test_the_profiles_workload_uses_the_replay_buffers_own_bytes_per_transition():
-    workload = workload_of(Namespace(env=Namespace(name="Pendulum-v1", max_episode_steps=20), rollout=None), SAC)
+    workload = workload_of(
+        Namespace(env=Namespace(name="Pendulum-v1", episodes=Namespace(max_steps=20)), rollout=None), SAC
+    )
     agent = SAC(env=PENDULUM, hidden_sizes=(8,))
     example = agent.train_env.fake_tensordict()
     agent.actor(example)  # the collector stores the policy's outputs too
@@ -72,7 +75,7 @@ def test_the_agents_own_check_estimates_what_the_profile_does(agent_class, setti
     agent = agent_class(env=PENDULUM, hidden_sizes=(48, 32), **settings)
     algorithm = agent_class.__name__.lower()
     workload = workload_of(
-        Namespace(env=Namespace(name="Pendulum-v1", max_episode_steps=20), rollout=None), agent_class
+        Namespace(env=Namespace(name="Pendulum-v1", episodes=Namespace(max_steps=20)), rollout=None), agent_class
     )
     shapes = network_shapes(algorithm, workload, (48, 32))
     assert agent.device_memory_estimate() == device_estimate(shapes, *rows, workload.transition_bytes)

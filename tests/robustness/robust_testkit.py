@@ -34,7 +34,7 @@ def pendulum_sac_args(
         "fit",
         "--model=SAC",
         "--model.env.name=Pendulum-v1",
-        "--model.env.max_episode_steps=50",
+        "--model.env.episodes.max_steps=50",
         f"--model.rollout.frame_budget={frame_budget}",
         "--model.rollout.frames_per_batch=50",
         f"--model.rollout.eval_every_frames={50 * 1000}",

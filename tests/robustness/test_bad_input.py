@@ -19,6 +19,7 @@ from agents_testkit import cpu_trainer  # noqa: E402
 from iquitos_lightning.__main__ import main  # noqa: E402
 from iquitos_lightning.agents import PPO, SAC, EnvConfig, RolloutConfig  # noqa: E402
 from iquitos_lightning.cli import run_lightning_cli  # noqa: E402
+from iquitos_lightning.envs.env_config import Episodes
 from iquitos_lightning.errors import ConfigError  # noqa: E402
 from iquitos_lightning.site.build import build_site  # noqa: E402
 from iquitos_lightning.site.config import load_site_config  # noqa: E402
@@ -67,7 +68,7 @@ def _checkpoint_of(agent: pl.LightningModule, path: Path) -> Path:
 def foreign_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("foreign")
     rollout = RolloutConfig(frame_budget=50, frames_per_batch=50, eval_every_frames=50, eval_episodes=0)
-    pendulum = EnvConfig(name="Pendulum-v1", max_episode_steps=50)
+    pendulum = EnvConfig(name="Pendulum-v1", episodes=Episodes(max_steps=50))
     return {
         "ppo": _checkpoint_of(PPO(env=pendulum, rollout=rollout, minibatch_size=50), folder / "ppo.ckpt"),
         "other_task": _checkpoint_of(

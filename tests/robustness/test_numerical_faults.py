@@ -20,7 +20,7 @@ from robust_testkit import load, pendulum_sac_args  # noqa: E402
 from iquitos_lightning.agents import A2C, EnvConfig, RolloutConfig  # noqa: E402
 from iquitos_lightning.agents.guards import NonFiniteTraining  # noqa: E402
 from iquitos_lightning.cli import run_lightning_cli  # noqa: E402
-from iquitos_lightning.envs.env_config import Backend
+from iquitos_lightning.envs.env_config import Backend, Episodes
 from iquitos_lightning.envs.finite import FiniteValues, NonFiniteEnvValue  # noqa: E402
 from iquitos_lightning.training.checkpoint_io import SafeCheckpointIO  # noqa: E402
 
@@ -70,7 +70,7 @@ def test_persistent_nan_loss_stops_after_the_limit_naming_the_term_with_the_weig
 def test_one_bad_rollout_is_skipped_counted_and_logged_and_training_goes_on(tmp_path):
     pl.seed_everything(0)
     agent = A2C(
-        env=EnvConfig(name="Pendulum-v1", seed=2, max_episode_steps=64),
+        env=EnvConfig(name="Pendulum-v1", episodes=Episodes(seed=2, max_steps=64)),
         rollout=RolloutConfig(frame_budget=320, frames_per_batch=64, eval_every_frames=320, eval_episodes=0),
     )
     trainer = cpu_trainer(callbacks=[PoisonRewards(start=128, stop=192)], logger=CSVLogger(tmp_path))
@@ -147,7 +147,7 @@ def test_a_non_finite_value_of_the_training_twin_stops_the_rollout_naming_it(twi
     from iquitos_lightning.envs.factory import make_env
     from iquitos_lightning.envs.site_tables import observation_names
 
-    env = make_env(EnvConfig(site=TINY, data_root=str(twin_data_root), backend=Backend(train="twin", num_envs=2)))
+    env = make_env(EnvConfig(site=TINY, backend=Backend(train="twin", num_envs=2, data_root=str(twin_data_root))))
     twin = env
     assert env.rollout(5).numel() == 10  # clean data: five steps of two envs go through
     if broken == "observation":

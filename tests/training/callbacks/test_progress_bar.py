@@ -11,6 +11,7 @@ from rich.text import Text
 
 from iquitos_lightning.agents import SAC, EnvConfig, RolloutConfig
 from iquitos_lightning.callbacks import RLProgressBar, StepRate, VRAMMonitor
+from iquitos_lightning.envs.env_config import Episodes
 from iquitos_lightning.training.callbacks.progress import format_count, run_status
 
 
@@ -44,7 +45,7 @@ def test_bar_on_a_real_agent_counts_its_frames_towards_its_budget_and_shows_its_
 ) -> None:
     """SAC on Pendulum, three 50-frame rollouts of one 50-step episode each: the bar reads the agent's own counters."""
     agent = SAC(
-        env=EnvConfig(name="Pendulum-v1", seed=3, max_episode_steps=50),
+        env=EnvConfig(name="Pendulum-v1", episodes=Episodes(seed=3, max_steps=50)),
         rollout=RolloutConfig(frame_budget=150, frames_per_batch=50, eval_every_frames=150, eval_episodes=1),
         hidden_sizes=(16, 16),
         batch_size=16,

@@ -58,7 +58,7 @@ def test_a_fit_off_a_terminal_prints_a_line_every_5_percent_and_one_per_evaluati
                               "--trainer.enable_progress_bar=true", "--trainer.enable_model_summary=true",
                               f"--trainer.logger.init_args.save_dir={tmp_path / 'runs'}", "--report.plots=false",
                               "--tracking.wandb=false", f"--model.init_args.env.site={TINY}",
-                              f"--model.init_args.env.data_root={tmp_path / 'data'}",
+                              f"--model.init_args.env.backend.data_root={tmp_path / 'data'}",
                               "--model.init_args.env.validation_site_seed=8",
                               "--model.init_args.rollout.frame_budget=1120",
                               "--model.init_args.rollout.eval_every_frames=560"])  # fmt: skip
