@@ -113,6 +113,7 @@ def run_tune_reference(settings: ReferenceTuneSettings, console: Console | None 
     if not study.trials:  # the hand-set hedge first: the search keeps it unless it finds better
         defaults = asdict(RobustSettings())
         study.enqueue_trial({name: defaults[name] for name in SEARCH_SPACE})
+    rerun_cut_trials(study, console)
 
     def objective(trial: Any) -> float:
         knobs = sample_settings(trial)
@@ -128,12 +129,12 @@ def run_tune_reference(settings: ReferenceTuneSettings, console: Console | None 
                 raise optuna.TrialPruned()
         return sum(gaps) / len(gaps)
 
-    done = sum(trial.state.is_finished() for trial in study.trials)
+    done = len(finished_trials(study))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("MPC years (trials x training years)", total=settings.trials * len(envs))
         progress.update(task, completed=done * len(envs))
-        while sum(trial.state.is_finished() for trial in study.trials) < settings.trials:
+        while len(finished_trials(study)) < settings.trials:
             study.optimize(objective, n_trials=1, catch=())
             last = study.trials[-1]
             value = "pruned" if last.value is None else f"{last.value:.1f} % of the gap"
@@ -142,6 +143,24 @@ def run_tune_reference(settings: ReferenceTuneSettings, console: Console | None 
     _write_outputs(settings, study, best, site_config.name)
     console.print(f"best: {best.describe()}: {study.best_value:.1f} % of the gap on years {list(settings.years)}")
     return best
+
+
+def finished_trials(study: Any) -> list[Any]:
+    """The trials that count towards ``--trials``: completed or pruned (a failed one was cut short, not judged)."""
+    from optuna.trial import TrialState  # lazy: only this command needs optuna
+
+    return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+
+
+def rerun_cut_trials(study: Any, console: Console) -> None:
+    """Trials an earlier sitting left running (the process stopped mid-trial: a session's end, a kill) are marked
+    failed and their knobs queued again, so the study resumes them first instead of keeping a trial that never ends."""
+    from optuna.trial import TrialState  # lazy: only this command needs optuna
+
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        study.tell(trial.number, state=TrialState.FAIL)
+        study.enqueue_trial(trial.params)
+        console.print(f"trial {trial.number}: cut short by an earlier sitting, queued again with its knobs")
 
 
 def _write_outputs(settings: ReferenceTuneSettings, study: Any, best: RobustSettings, site: str) -> None:

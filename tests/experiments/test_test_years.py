@@ -7,13 +7,20 @@ import json
 import sys
 from pathlib import Path
 
+import optuna
 import pytest
 import yaml
 
 from iquitos_lightning.cli import run_lightning_cli
 from iquitos_lightning.control.robust_mpc import RobustSettings, load_settings
 from iquitos_lightning.errors import ConfigError
-from iquitos_lightning.experiments.tune_reference import ReferenceTuneSettings, run_tune_reference
+from iquitos_lightning.experiments.study import open_storage
+from iquitos_lightning.experiments.tune_reference import (
+    STUDY,
+    ReferenceTuneSettings,
+    run_tune_reference,
+    sample_settings,
+)
 from iquitos_lightning.experiments.unseen_years import agent_on_years, references_of_year, run_test_years
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,6 +89,14 @@ def test_the_mpc_is_tuned_on_the_training_years_resumably_and_its_knobs_written(
     settings.trials = 3  # the same study goes on: one trial more, none repeated
     run_tune_reference(settings)
     assert len((tmp_path / "results" / "tiny" / "tune_mpc_robust_tariff.csv").read_text().splitlines()) == 4
+    # a sitting stopped mid-trial leaves it running: the next marks it failed and runs its knobs again first
+    study = optuna.load_study(study_name=STUDY, storage=open_storage(str(settings.runs / f"{STUDY}.journal")))
+    cut = sample_settings(study.ask())
+    settings.trials = 4
+    run_tune_reference(settings)
+    trials = optuna.load_study(study_name=STUDY, storage=open_storage(str(settings.runs / f"{STUDY}.journal"))).trials
+    assert [trial.state.name for trial in trials[3:]] == ["FAIL", "COMPLETE"]
+    assert RobustSettings(**{**vars(RobustSettings()), **trials[4].params}) == cut
 
 
 def test_test_on_another_year_prints_the_bill_and_the_gap_against_that_years_references(runs_root, tmp_path, capsys):
