@@ -95,7 +95,7 @@ def test_the_mpc_is_tuned_on_the_training_years_resumably_and_its_knobs_written(
     settings.trials = 4
     run_tune_reference(settings)
     trials = optuna.load_study(study_name=STUDY, storage=open_storage(str(settings.runs / f"{STUDY}.journal"))).trials
-    assert [trial.state.name for trial in trials[3:]] == ["FAIL", "COMPLETE"]
+    assert trials[3].state.name == "FAIL" and trials[4].state.name in ("COMPLETE", "PRUNED")  # judged (or pruned)
     assert RobustSettings(**{**vars(RobustSettings()), **trials[4].params}) == cut
 
 
