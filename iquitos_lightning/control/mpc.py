@@ -34,6 +34,18 @@ HORIZON_H = 24
 FORECASTS = ("perfect", "forecast")
 
 
+def session_arrays(series: SiteSeries) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(arrival step, departure step, socket, energy needed kWh) of every EV session of ``series``: what an MPC plans
+    a session with."""
+    sessions = series.sessions
+    return (
+        sessions["arrival_step"].to_numpy(dtype=int),
+        sessions["departure_step"].to_numpy(dtype=int),
+        sessions["socket"].to_numpy(dtype=int),
+        series.session_energy_needed_kwh(),
+    )
+
+
 class MPCController:
     """Receding-horizon LP of ``objective`` with ``perfect`` or realistic (``forecast``) forecasts."""
 
@@ -50,11 +62,7 @@ class MPCController:
         self.scales = RewardScales.for_series(series)
         self.in_peak = peak_window_steps(self.config, series.hours)
         self.month = month_index(self.config, series.hours)
-        sessions = series.sessions
-        self.arrival = sessions["arrival_step"].to_numpy(dtype=int)
-        self.departure = sessions["departure_step"].to_numpy(dtype=int)
-        self.socket = sessions["socket"].to_numpy(dtype=int)
-        self.need = series.session_energy_needed_kwh()
+        self.arrival, self.departure, self.socket, self.need = session_arrays(series)
         # [T, horizon - 1] the later hours of each hour's window as the agents see them (None: perfect, the truth)
         ahead = np.arange(1, horizon)
         self.pv_ahead = forecast_table(series.pv_kw, ahead, PAST_DAYS) if forecast == "forecast" else None

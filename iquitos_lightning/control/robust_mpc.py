@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from iquitos_lightning.control.mpc import MPCController
+from iquitos_lightning.control.mpc import MPCController, session_arrays
 from iquitos_lightning.envs.state import SiteState
 from iquitos_lightning.site.series import SiteSeries
 
@@ -147,13 +147,12 @@ class RobustMPCController(MPCController):
 def _with_last_day_of(year_before: SiteSeries, sessions: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
     """(arrival, departure, socket, need) of the year's sessions after those that arrived on the last day of
     ``year_before``, their hours counted back from the year's hour 0 (arrivals -24..-1): yesterday's EVs of hour 0."""
-    before = year_before.sessions
-    arrival = before["arrival_step"].to_numpy(dtype=int) - year_before.hours
-    last_day = arrival >= -HOURS_PER_DAY
+    arrival, departure, socket, need = session_arrays(year_before)
+    last_day = arrival - year_before.hours >= -HOURS_PER_DAY
     earlier = (
-        arrival[last_day],
-        before["departure_step"].to_numpy(dtype=int)[last_day] - year_before.hours,
-        before["socket"].to_numpy(dtype=int)[last_day],
-        year_before.session_energy_needed_kwh()[last_day],
+        arrival[last_day] - year_before.hours,
+        departure[last_day] - year_before.hours,
+        socket[last_day],
+        need[last_day],
     )
     return tuple(np.concatenate([old, new]) for old, new in zip(earlier, sessions, strict=True))
