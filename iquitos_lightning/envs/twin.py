@@ -86,8 +86,9 @@ class IquitosTwin(TwinStep, EnvBase):
             B x hours x (10 + sockets) values, so meant for small B). With ``years``: each env's flows (a reference
             run's grid imports: control/training_references.py); the departures table reads one year's sessions.
         compile_physics: ``torch.compile`` the step's physics (:meth:`_simulate`) into fused kernels. It
-            takes about a minute on first use (per batch size) and then runs 3-5x faster at small
-            B; measured bit-equal to the eager step on the tiny site.
+            compiles on first use (per batch size) and then runs faster at small B (docs/twin.md "The compiled
+            twin"); bit-equal to the eager step on every layout and objective and on the device code path
+            (tests/envs/test_twin_compiled*.py, on the tiny site).
         layout, ev_guarantee, objective, tariff_weights, observation, idle_band: as the CityLearn env's.
         start: where episodes start (envs/twin_starts.py: "zero" is CityLearn's episode).
         episode_hours: episodes end (truncated) after this many steps, or at the year's end (None: the year).

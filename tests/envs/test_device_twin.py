@@ -13,19 +13,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from tensordict import TensorDictBase
-from tensordict.nn import TensorDictModule
-from torchrl.collectors import Collector
 
 from iquitos_lightning.envs.actions import LAYOUTS
 from iquitos_lightning.envs.env_config import EnvConfig
 from iquitos_lightning.envs.finite import NonFiniteEnvValue
-from iquitos_lightning.envs.training_twin import STEP_COUNT, TrainingTwin, make_torchrl_twin
+from iquitos_lightning.envs.training_twin import make_torchrl_twin
 from iquitos_lightning.envs.twin_device import twin_device_bytes
 from iquitos_lightning.errors import ConfigError
-from tests.envs.twin_testkit import TINY
+from tests.envs.twin_testkit import TINY, TINY_HOURS, table_rollout
 
-HOURS = 168  # the tiny site's horizon
 # 4 envs of 40-h episodes from staggered starts (0, 42, 84, 126): over 168 steps each env covers the horizon, through
 # truncations, partial resets and the year's end
 OPTIONS = {"num_envs": 4, "start": "staggered", "episode_hours": 40}
@@ -42,31 +38,6 @@ def data_root() -> Path:
     return Path("data")
 
 
-class _ActionTable(torch.nn.Module):
-    """Action k of a fixed random table at step count k: the same actions on any device, whatever it observes."""
-
-    def __init__(self, actions: torch.Tensor) -> None:
-        super().__init__()
-        self.register_buffer("actions", actions)
-
-    def forward(self, step_count: torch.Tensor) -> torch.Tensor:
-        return self.actions[step_count[..., 0] % len(self.actions)]
-
-
-def _rollout(twin: TrainingTwin, steps: int) -> TensorDictBase:
-    generator = torch.Generator().manual_seed(0)
-    actions = torch.rand(HOURS, twin.num_envs, twin.action_size, generator=generator) * 2 - 1
-    table = _ActionTable(actions[:, 0]).to(twin.device)  # [steps, actions]: the same row for every env
-    policy = TensorDictModule(table, in_keys=[STEP_COUNT], out_keys=["action"])
-    collector = Collector(
-        twin, policy, frames_per_batch=twin.num_envs * steps, total_frames=-1, env_device=twin.device,
-        policy_device=twin.device, storing_device=twin.device, auto_register_policy_transforms=False,
-    )  # fmt: skip
-    rollout = next(iter(collector))
-    collector.shutdown()
-    return rollout.exclude("collector")
-
-
 @pytest.mark.parametrize("objective", ["tariff", "thesis"])
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("device", ["cpu", CUDA])
@@ -74,7 +45,7 @@ def test_the_device_code_path_runs_the_horizon_as_the_cpu_twin(
     data_root: Path, device: str, layout: str, objective: str
 ) -> None:
     options = {**OPTIONS, "layout": layout, "objective": objective}
-    reference = _rollout(make_torchrl_twin(TINY, data_root=data_root, **options), HOURS)
+    reference = table_rollout(make_torchrl_twin(TINY, data_root=data_root, **options), TINY_HOURS)
     moved = make_torchrl_twin(TINY, data_root=data_root, **options).to(device)
     moved.sync_free = True  # the CPU takes it only when told; CUDA always does
     assert moved.sync_free and not moved.checks_every_step
@@ -86,7 +57,7 @@ def test_the_device_code_path_runs_the_horizon_as_the_cpu_twin(
     ]
     assert held and all(value.device.type == device for value in held)
 
-    rollout = _rollout(moved, HOURS)
+    rollout = table_rollout(moved, TINY_HOURS)
     assert rollout.device.type == device  # stored where the twin steps: GAE and the updates read it there
     moved.check_rollout(rollout)  # the per-rollout finite check replacing the per-step one
     assert rollout["next", "truncated"].any() and rollout["next", "terminated"].any()  # resets were crossed
@@ -101,7 +72,7 @@ def test_the_device_code_path_runs_the_horizon_as_the_cpu_twin(
 def test_a_rollout_with_a_non_finite_value_is_refused_naming_it(data_root: Path) -> None:
     twin = make_torchrl_twin(TINY, data_root=data_root, **OPTIONS)
     twin.sync_free = True
-    rollout = _rollout(twin, 8)
+    rollout = table_rollout(twin, 8)
     rollout["next", "reward"][2, 5] = float("nan")
     with pytest.raises(NonFiniteEnvValue, match="non-finite reward = nan in env 2 of the batch at step 6"):
         twin.check_rollout(rollout)

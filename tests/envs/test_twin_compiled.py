@@ -1,43 +1,82 @@
-"""The compiled twin (``compile_physics``: ``torch.compile`` of the step's physics) steps exactly as the eager one.
+"""The compiled twin (``compile_physics``: ``torch.compile`` of the step's physics) steps exactly as the eager one, on
+every kept action layout and both objectives.
 
-Its own file: compiling takes ~30-60 s on the 2-core CPU; pytest-xdist (``--dist worksteal``) runs it beside the
-other twin tests instead of after them.
+Why one test per (layout, objective): each pair is its own graph (the layout picks the action mapping and the
+observation, ``full`` or ``compact``; the objective the reward's branch), so putting both objectives in one test would
+compile no fewer graphs and only keep pytest-xdist from spreading them. Its own file: compiling takes ~5-30 s a graph
+on the 2-core CPU; xdist (``--dist worksteal``) runs it beside the other twin tests instead of after them. The device
+code path (``env.backend.device: training``) with the card's own options: tests/envs/test_twin_compiled_device.py.
+
+Every test starts from an empty compile cache (``torch._dynamo.reset``): Dynamo keeps at most
+``recompile_limit`` graphs of one function and then runs it eagerly without a word, which would make a later test
+compare the eager step with itself; each test also checks that it compiled a graph.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 from tensordict import TensorDict
-from torchrl.envs.utils import step_mdp
+from torch._dynamo.utils import counters
 
-from iquitos_lightning.envs.citylearn import make_iquitos_env
-from iquitos_lightning.envs.twin import IquitosTwin
+from iquitos_lightning.envs.actions import LAYOUTS
+from iquitos_lightning.envs.twin import IquitosTwin, make_twin
+from tests.envs.twin_testkit import TINY
 
-TINY = Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml"
+ENVS = 3
+STEPS = 60  # two days and more: BESS charge and discharge, arrivals and departures
+RESUME_AT = 30  # both twins put their own state back here: a compact twin's carried bands are dropped (as a resume or
+# a move to another device drops them), so the compiled step also runs with the bands computed inside it
 
 
-@pytest.mark.parametrize(("layout", "objective"), [("per_socket", "thesis"), ("fleet", "tariff")])
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny site built once for the module's tests (each builds its own twins from it)."""
+    return tmp_path_factory.mktemp("data")
+
+
+@pytest.fixture(autouse=True)
+def empty_compile_cache() -> Iterator[None]:
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def compiled_graphs() -> int:
+    """Graphs Dynamo has captured in this process so far (a step that fell back to eager captures none)."""
+    return counters["stats"]["unique_graphs"]
+
+
+@pytest.mark.parametrize("objective", ["thesis", "tariff"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_the_compiled_twin_gives_the_eager_twins_observations_and_rewards_bit_for_bit(
-    tmp_path: Path, layout: str, objective: str
+    data_root: Path, layout: str, objective: str
 ) -> None:
-    """Both observation layouts: ``full`` (per_socket) and ``compact`` (fleet, its band sums inside the step)."""
-    citylearn = make_iquitos_env(TINY, data_root=tmp_path)
-    options = {"layout": layout, "objective": objective}
-    twins = [
-        IquitosTwin(citylearn.schema_path, citylearn.series, num_envs=3, compile_physics=compiled, **options)
-        for compiled in (False, True)
-    ]
+    """per_socket: the ``full`` observation (socket SOCs written in the step); fleet and self_consumption_window: the
+    ``compact`` one (its band sums inside the step, the bands carried to the next step)."""
+    options = {"num_envs": ENVS, "layout": layout, "objective": objective}
+    twins = [make_twin(TINY, data_root=data_root, compile_physics=compiled, **options) for compiled in (False, True)]
     assert "_simulate" in vars(twins[1]) and "_simulate" not in vars(twins[0])  # the compiled one is compiled
+    graphs = compiled_graphs()
     generator = torch.Generator().manual_seed(0)
-    states = [twin.reset() for twin in twins]
-    for _ in range(30):  # a day and more: BESS charge and discharge, arrivals and departures
-        action = torch.rand(3, twins[0].action_spec.shape[-1], generator=generator) * 2 - 1
-        steps = [twin.step(TensorDict({"action": action.clone()}, batch_size=[3])) for twin in twins]
-        eager, compiled = (step["next"] for step in steps)
-        assert torch.equal(eager["observation"], compiled["observation"])
-        assert torch.equal(eager["reward"], compiled["reward"])
-        states = [step_mdp(step) for step in steps]
-    assert states[0]["observation"].abs().sum() > 0
+    for twin in twins:
+        twin.reset()
+    for step in range(STEPS):
+        if step == RESUME_AT:
+            for twin in twins:
+                twin.load_resume_state(twin.resume_state())
+        action = torch.rand(ENVS, twins[0].action_size, generator=generator) * 2 - 1
+        eager, compiled = (_step(twin, action) for twin in twins)
+        assert torch.equal(eager["observation"], compiled["observation"]), step
+        assert torch.equal(eager["reward"], compiled["reward"]), step
+    assert compiled_graphs() > graphs  # the compiled twin ran a captured graph, not the eager fallback
+    assert eager["observation"].abs().sum() > 0 and eager["reward"].abs().sum() > 0
+    states = [twin.resume_state()["tensors"] for twin in twins]  # clocks, SOCs, capacities, peaks...
+    assert all(torch.equal(value, states[1][name]) for name, value in states[0].items())
+
+
+def _step(twin: IquitosTwin, action: torch.Tensor) -> TensorDict:
+    return twin.step(TensorDict({"action": action.clone()}, batch_size=[ENVS]))["next"]
