@@ -8,6 +8,7 @@ from typing import Any
 
 from benchmarks.bench.env_speed import TORCHRL_LAYER, EnvSpeed
 from benchmarks.bench.fit_scaling import FitScalingRow
+from benchmarks.bench.fused_twin import FusedTwinRow, fused_cells, fused_note
 from benchmarks.bench.learner import LearnerResult
 from benchmarks.bench.learner_profile import ROWS as PHASE_ROWS
 from benchmarks.bench.memory import MemoryPoint
@@ -66,6 +67,13 @@ def twin_scaling_section(rows: Sequence[TwinScalingRow], config: Any, seconds: f
         "device-twin` times the card's fits with the twin on a GPU."
     )
     return title + _table(header, body) + "\n\n" + note
+
+
+def fused_twin_section(rows: Sequence[FusedTwinRow], config: Any, seconds: float, rounds: int) -> str:
+    """The fused (compiled) training twin against the eager one per num_envs (bench/fused_twin.py)."""
+    header, body = fused_cells(list(rows))
+    title = f"### Fused vs eager training twin frames/s ({site_name(config)}, collector, random policy)\n\n"
+    return title + _table(header, body) + "\n\n" + fused_note(config, seconds, rounds)
 
 
 def fit_scaling_section(rows: Sequence[FitScalingRow]) -> str:

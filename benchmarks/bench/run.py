@@ -2,7 +2,8 @@
 
 Default sizes fit in under 10 minutes on a 2-core machine; ``--quick`` shrinks everything to the
 tiny site and a few frames (what the test runs). The learner section (ours vs plain PyTorch loops on
-the twin, issue 31) runs only when asked for: ``--sections learner``. Torch gets ``--threads`` threads (1 by default,
+the twin, issue 31) and the fused section (the compiled training twin against the eager one, a compile per size) run
+only when asked for: ``--sections learner fused``. Torch gets ``--threads`` threads (1 by default,
 both sides of every comparison alike: small networks gain nothing from more on a busy 2-core box).
 """
 
@@ -22,7 +23,7 @@ from benchmarks.bench.settings import DEFAULT_SETTINGS, AlgorithmSettings, OurAr
 SITE_128 = "configs/site/iquitos-2026.yaml"
 SITE_38 = "configs/site/iquitos-38.yaml"
 SITE_TINY = "configs/site/tiny.yaml"
-SECTIONS = ("env", "training", "memory", "workers", "learner")  # what --sections accepts
+SECTIONS = ("env", "training", "memory", "workers", "learner", "fused")  # what --sections accepts
 
 
 @dataclass
@@ -56,9 +57,14 @@ class BenchConfig:
     learner_quick: bool = False  # a few small rollouts per algorithm instead of the profiles' sizes
     fused_adam: bool = False  # the learner section's ours steps Adam's fused kernel (speed.fused_adam)
     fit_sizes: tuple[int, ...] = (64, 256, 1024)  # the card's PPO fit at these num_envs (bench/fit_scaling.py)
+    fused_site: str = SITE_128  # the fused (compiled) training twin against the eager one (bench/fused_twin.py)
+    fused_sizes: tuple[int, ...] = (64, 256, 1024, 4096)
+    fused_seconds: float = 2.0  # each side's timed window per round (after its untimed first rollout)
+    fused_rounds: int = 2
+    fused_years: bool = True  # the card's four training years (the tiny site of --quick has none built)
     data_root: str = "data"
     threads: int = 1
-    sections: tuple[str, ...] = ("env", "training", "memory", "workers")  # "learner" only when asked for
+    sections: tuple[str, ...] = ("env", "training", "memory", "workers")  # "learner", "fused" only when asked for
 
     @classmethod
     def quick(cls) -> BenchConfig:
@@ -86,6 +92,11 @@ class BenchConfig:
             learner_rounds=1,
             learner_quick=True,
             fit_sizes=(),  # a fit per size of the card's site: minutes, not a smoke run
+            fused_site=SITE_TINY,
+            fused_sizes=(4,),  # one compile: tens of seconds
+            fused_seconds=0.2,
+            fused_rounds=1,
+            fused_years=False,
         )
 
 
@@ -243,6 +254,19 @@ def run_bench(config: BenchConfig, command: str = "python -m iquitos_lightning b
         sections.append(report.learner_section(result, Path(config.learner_site).stem))
         figures["learner"] = asdict(result)
 
+    if "fused" in config.sections:
+        _progress("fused vs eager training twin frames/s (a compile per size)", start)
+        # lazy: `bench` loads only the sections it is asked for (torch, CityLearn, SB3 are heavy)
+        from benchmarks.bench.fused_twin import measure_fused_twin
+        from benchmarks.bench.twin import card_env_config
+
+        fused_config = card_env_config(config.fused_site, str(data_root), years=config.fused_years)
+        rows = measure_fused_twin(
+            fused_config, config.fused_sizes, seconds=config.fused_seconds, rounds=config.fused_rounds
+        )
+        sections.append(report.fused_twin_section(rows, fused_config, config.fused_seconds, config.fused_rounds))
+        figures["fused_twin"] = [row.figures() for row in rows]
+
     seconds = time.perf_counter() - start
     figures["seconds"] = seconds
     text = "\n\n".join([report.machine_section(machine, command, seconds), *sections])
@@ -295,6 +319,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the card's PPO fit at these num_envs, one process each (default 64 256 1024; none: left out)",
     )
+    parser.add_argument(
+        "--fused-sizes",
+        type=int,
+        nargs="+",
+        default=None,
+        help="the fused section's num_envs (default 64 256 1024 4096; --sections fused)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the raw figures here")
     args = parser.parse_args(argv)
     config = BenchConfig.quick() if args.quick else BenchConfig()
@@ -310,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         "twin_sizes": tuple(args.twin_sizes) if args.twin_sizes else None,
         "fused_adam": None if args.fused_adam is None else args.fused_adam == "on",
         "fit_sizes": None if args.fit_sizes is None else tuple(args.fit_sizes),
+        "fused_sizes": tuple(args.fused_sizes) if args.fused_sizes else None,
+        "fused_rounds": args.rounds,
     }
     config = replace(config, **{key: value for key, value in overrides.items() if value is not None})
     command = "python -m iquitos_lightning bench " + shlex.join(argv or [])

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,9 +98,11 @@ def shared_site_tables() -> Iterator[None]:
         twin_module.build_site_tables = build
 
 
-def training_twins(config: Any, sizes: tuple[int, ...]) -> Iterator[Any]:
-    """The training twin of ``config`` at each size in turn, on the CPU, its years, start peaks and tables built once
-    (one twin alive at a time: the caller drops each before the next)."""
+@contextlib.contextmanager
+def twin_maker(config: Any) -> Iterator[Callable[..., Any]]:
+    """A function that builds the training twin of ``config`` at a size (``make(size, **overrides)``, overrides: the
+    twin's keyword arguments, e.g. ``compile_physics``), on the CPU; its years, start peaks and tables built once for
+    every twin it builds while open."""
     # lazy: the twin, its reference runs and the site years load only when a twin is measured
     from iquitos_lightning.control.training_references import reference_tables
     from iquitos_lightning.envs.factory import twin_options
@@ -109,9 +111,20 @@ def training_twins(config: Any, sizes: tuple[int, ...]) -> Iterator[Any]:
     references = reference_tables(config)
     options = twin_options(config)
     aids = {"references": references, "critic_forecasts": config.training.critic_forecasts}
+
+    def make(size: int, **overrides: Any) -> Any:
+        return make_torchrl_twin(config.site, **{**options, "num_envs": size, **overrides}, **aids)
+
     with shared_site_tables():
+        yield make
+
+
+def training_twins(config: Any, sizes: tuple[int, ...]) -> Iterator[Any]:
+    """The training twin of ``config`` at each size in turn, on the CPU, its years, start peaks and tables built once
+    (one twin alive at a time: the caller drops each before the next)."""
+    with twin_maker(config) as make:
         for size in sizes:
-            yield make_torchrl_twin(config.site, **{**options, "num_envs": size}, **aids)
+            yield make(size)
 
 
 def collector_frames_per_s(twin: Any, seconds: float = 2.0) -> tuple[float, int, float]:
