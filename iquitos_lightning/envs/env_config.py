@@ -81,8 +81,9 @@ class Backend:
     batched torch program, bit-equal, ~300x faster in training and ~10x for a year's evaluation). A Gymnasium id
     runs on itself whatever these say.
     ``num_envs``: envs of the twin's batch; ``num_workers``: collection worker processes of CityLearn or a
-    Gymnasium env (agents/collection.py; the twin batches instead); ``compile``: torch.compile the twin's step
-    (~1 min to compile, then 3-5x faster at small batches).
+    Gymnasium env (agents/collection.py; the twin batches instead); ``compile``: torch.compile the twin's step,
+    bit-equal to the eager step (it compiles once per fit, then collects faster: whether that pays for a run's frame
+    budget, docs/twin.md "The compiled twin").
     ``device``: where the training twin steps: "cpu", or "training", the device the agent trains on (the twin's
     tables, state and rollouts live there and a step makes no host synchronisation, so a GPU steps thousands of
     envs at once: envs/twin.py "The twin on the training device"). On a CPU run both are the same.
