@@ -65,7 +65,7 @@ from iquitos_lightning.envs.twin_physics import SiteModels
 from iquitos_lightning.envs.twin_record import departures_frame, flows_frame
 from iquitos_lightning.envs.twin_starts import START_SCHEDULES, ZERO, first_steps
 from iquitos_lightning.envs.twin_state import TwinState
-from iquitos_lightning.envs.twin_step import TwinStep
+from iquitos_lightning.envs.twin_step import TwinStep, compiled_physics
 from iquitos_lightning.envs.twin_tables import reference_rows, same_site_years, stacked_tables
 from iquitos_lightning.fastpath.unchecked_tensordict import unchecked_tensordict
 from iquitos_lightning.site.config import SiteConfig
@@ -188,7 +188,7 @@ class IquitosTwin(TwinStep, EnvBase):
             raise ValueError("reward_baseline is for training: an evaluation (recording) twin bills the raw reward")
         self._baseline_rewards = reference_rows(references.baseline_rewards, rows, "baseline_rewards", self.device)
         if compile_physics:  # (not "compile": TorchRL's env metaclass takes that keyword for itself)
-            self._simulate = torch.compile(self._simulate, dynamic=False)
+            self._simulate = compiled_physics(self._simulate)
 
     # ----- construction ----------------------------------------------------------------------
     def _load_tables(self) -> None:

@@ -19,6 +19,11 @@ CityLearn's odd bits it keeps (besides those of the battery model, see ``twin_ph
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -34,6 +39,27 @@ from iquitos_lightning.envs.twin_tables import StackedTables
 from iquitos_lightning.site.config import SiteConfig
 
 F64 = torch.float64
+
+
+def compiled_physics(simulate: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.compile`` of the step's physics, or the eager step with one warning where this machine has no C++
+    compiler: Inductor writes C++ for the CPU (and its GPU launchers), so without one the first step would fail deep
+    inside the compiler; eager gives the same numbers (tests/envs/test_twin_compiled.py), only slower."""
+    if not cpp_compiler():
+        warnings.warn(
+            "env.backend.compile: no C++ compiler found (CXX, g++, c++, clang++ or cl on the PATH), so the twin "
+            "steps eagerly: the same results, slower; install one or set backend.compile false",
+            stacklevel=3,
+        )
+        return simulate
+    return torch.compile(simulate, dynamic=False)
+
+
+def cpp_compiler() -> str | None:
+    """The C++ compiler torch.compile would call here: ``$CXX``, else the usual names (``cl`` on Windows)."""
+    names = [os.environ["CXX"]] if os.environ.get("CXX") else []
+    names += ["cl"] if sys.platform == "win32" else ["g++", "c++", "clang++"]
+    return next((found for found in map(shutil.which, names) if found), None)
 
 
 class TwinStep:

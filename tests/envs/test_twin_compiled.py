@@ -80,3 +80,19 @@ def test_the_compiled_twin_gives_the_eager_twins_observations_and_rewards_bit_fo
 
 def _step(twin: IquitosTwin, action: torch.Tensor) -> TensorDict:
     return twin.step(TensorDict({"action": action.clone()}, batch_size=[ENVS]))["next"]
+
+
+def test_without_a_cpp_compiler_the_compiled_twin_warns_once_and_steps_eagerly(
+    data_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A laptop without g++ (or MSVC) runs ``ppo_cpu`` (``backend.compile: true``) eagerly, with a warning that names
+    the fix, instead of failing inside Inductor at the first step."""
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setenv("PATH", str(data_root))  # a folder without any compiler
+    with pytest.warns(UserWarning, match="no C\\+\\+ compiler found") as warned:
+        twin = make_twin(TINY, data_root=data_root, num_envs=ENVS, compile_physics=True)
+    assert len(warned) == 1
+    graphs = compiled_graphs()
+    twin.reset()
+    assert _step(twin, torch.zeros(ENVS, twin.action_size))["reward"].shape[0] == ENVS
+    assert compiled_graphs() == graphs  # nothing was captured: the step ran eagerly
