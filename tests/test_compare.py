@@ -99,6 +99,11 @@ def test_budget_rounds_up_to_whole_rollouts_and_bad_arguments_are_refused(tmp_pa
     assert parse_frames("sac=5,ppo=7,a2c=9", ["sac", "ppo"]) == {"sac": 5, "ppo": 7}
     with pytest.raises(CompareError, match="no budget for ppo"):
         parse_frames("sac=5", ["sac", "ppo"])
+    # a variant trains on its entry's budget unless it has its own
+    assert parse_frames("ppo=7", ["ppo", "ppo+oracle"]) == {"ppo": 7, "ppo+oracle": 7}
+    assert parse_frames("ppo=7,ppo+oracle=9", ["ppo", "ppo+oracle"]) == {"ppo": 7, "ppo+oracle": 9}
+    with pytest.raises(CompareError, match=r"no budget for sac\+oracle"):
+        parse_frames("ppo=7", ["sac+oracle"])
     per_agent = plan_runs(TINY, ["a2c", "ppo"], 1, {"a2c": 30, "ppo": 3000}, "per_socket_cpu", tmp_path)
     assert [spec.frame_budget for spec in per_agent] == [48, 5840]  # ppo_per_socket_cpu rollouts are 2,920 frames
     card = plan_runs(TINY, ["a2c", "ppo"], 1, 100, "cpu", tmp_path)

@@ -171,13 +171,18 @@ FRAMES_PER_BATCH = "model.init_args.rollout.frames_per_batch"
 
 
 def parse_frames(text: str, agents: list[str]) -> dict[str, int]:
-    """``--frames``: one budget for every agent (``8760``) or one per agent (``sac=43800,ppo=1000000``)."""
+    """``--frames``: one budget for every agent (``8760``) or one per agent (``sac=43800,ppo=1000000``); a variant
+    without its own (``ppo+oracle``) trains on its profile entry's (``ppo``): a rung of the ladder is the same run with
+    one thing changed, its budget included."""
     try:
         if "=" not in text:
             return dict.fromkeys(agents, int(text))
         budgets = {name.strip(): int(value) for name, value in (part.split("=", 1) for part in text.split(","))}
     except ValueError as error:
         raise CompareError(f"--frames {text!r} is not N or agent=N,agent=N ({error})") from error
+    for agent in agents:
+        if agent not in budgets and split_entry(agent)[0] in budgets:
+            budgets[agent] = budgets[split_entry(agent)[0]]
     missing = [agent for agent in agents if agent not in budgets]
     if missing:
         raise CompareError(f"--frames {text!r} gives no budget for {', '.join(missing)}")
