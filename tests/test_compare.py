@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from iquitos_lightning.__main__ import main
-from iquitos_lightning.experiments.compare import CompareError, overrides_for, parse_frames, plan_runs, profile_path
+from iquitos_lightning.control.robust_mpc import load_settings
+from iquitos_lightning.experiments.compare import (
+    CompareError,
+    made_with_the_tuned_mpc,
+    overrides_for,
+    parse_frames,
+    plan_runs,
+    profile_path,
+)
 from iquitos_lightning.profile.bases import profile_yaml
 from iquitos_lightning.report.comparison import comparison_markdown, comparison_rows, gap_closed_pct
 
@@ -201,6 +210,16 @@ def test_compare_runs_end_to_end_on_the_tiny_site_and_keeps_finished_runs(tmp_pa
     second = capsys.readouterr()
     assert code == 0, second.err[-3000:]
     assert second.out.count(": kept") == 3 and "trained in" not in second.out
+    assert "running `baselines` first" in first.out and "running `baselines` first" not in second.out
+
+
+def test_a_reference_table_of_other_mpc_knobs_is_stale_for_the_comparison():
+    """A re-tune of the practitioner's MPC (configs/tuned/) changes its row: a ``baselines.json`` made before it is
+    made again by ``compare``, one made with today's knobs is kept."""
+    tuned = asdict(load_settings())
+    assert made_with_the_tuned_mpc({"mpc_robust_settings": tuned})
+    assert not made_with_the_tuned_mpc({"mpc_robust_settings": {**tuned, "envelope_days": tuned["envelope_days"] + 1}})
+    assert not made_with_the_tuned_mpc({})  # made before the file recorded its knobs
 
 
 def test_test_years_are_refused_for_runs_without_a_selection_year_or_off_the_tariff(tmp_path):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import platform
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +218,7 @@ def _write_outputs(
         "site": site_config.name,
         "site_config_hash": site_config.content_hash(),
         "references_version": REFERENCES_VERSION,
+        "mpc_robust_settings": asdict(load_settings()),  # the tuned knobs its mpc_robust row ran with
         "dataset": str(build.path),
         "hours": site_config.hours,
         "currency": currency,

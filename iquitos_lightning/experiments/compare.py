@@ -50,6 +50,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from iquitos_lightning.console import command_console
 from iquitos_lightning.control.reference_results import current_references
+from iquitos_lightning.control.robust_mpc import load_settings
 from iquitos_lightning.experiments.baselines import run_baselines
 from iquitos_lightning.experiments.launchers import Launcher, LauncherOptions
 from iquitos_lightning.experiments.profiles import EXPERIMENTS, find_profile, profile_files
@@ -436,15 +437,23 @@ def learning_curve(run_dir: Path, objective: str) -> pd.DataFrame:
 
 
 def reference_kpis(site_path: Path, results_root: Path, console: Console) -> dict[str, Any]:
-    """``results/<site>/baselines.json`` of this exact site config, made by ``baselines`` when missing or stale."""
+    """``results/<site>/baselines.json`` of this exact site config and tuned MPC, made by ``baselines`` when missing
+    or stale (training's gap line reads only the rule's and the optimum's bills, so only the table checks the MPC)."""
     site_config = load_site_config(site_path)
     path = results_root / site_config.name / "baselines.json"
     made = current_references(results_root, site_config)
-    if made is not None:
+    if made is not None and made_with_the_tuned_mpc(made):
         return made
-    console.print(f"[bold]No reference table for this site config at {path}: running `baselines` first[/]")
+    why = "no reference table for this site config" if made is None else "its mpc_robust ran other knobs than the tuned"
+    console.print(f"[bold]{path}: {why}: running `baselines` first[/]")
     run_baselines(site_path, results_root, console=console)
     return json.loads(path.read_text())
+
+
+def made_with_the_tuned_mpc(made: dict[str, Any]) -> bool:
+    """True when a ``baselines.json``'s ``mpc_robust_tariff`` row ran the knobs of ``configs/tuned/`` as they are now
+    (a re-tune changes that row and nothing else)."""
+    return made.get("mpc_robust_settings") == asdict(load_settings())
 
 
 def run_compare(
