@@ -51,6 +51,7 @@ from iquitos_lightning.control.site_years import (
 from iquitos_lightning.envs.objectives import TARIFF, monthly_bill, tariff_bill
 from iquitos_lightning.errors import ConfigError
 from iquitos_lightning.metrics.kpis import compute_kpis
+from iquitos_lightning.report.loss_split import hours_known_first, loss_split_markdown
 from iquitos_lightning.report.provenance import git_revision
 from iquitos_lightning.report.regret_ladder import plot_regret_ladder
 from iquitos_lightning.report.results_page import write_results_page
@@ -277,7 +278,8 @@ def run_test_years(
     write_atomically(
         monthly.to_csv(index=False, float_format="%.6g").encode(), out / "monthly_bill_tariff.csv", "report"
     )
-    plot_regret_ladder(table, monthly, out / "regret_ladder_tariff.png", rungs=LADDER, agents=list(agent_rows))
+    ladder_agents = hours_known_first(list(agent_rows))
+    plot_regret_ladder(table, monthly, out / "regret_ladder_tariff.png", rungs=LADDER, agents=ladder_agents)
     write_atomically(
         _markdown(table, monthly, metadata, settings.describe()).encode(), out / "test_years_tariff.md", "report"
     )
@@ -315,9 +317,11 @@ def _markdown(table: pd.DataFrame, monthly: pd.DataFrame, metadata: dict[str, An
         "Gap closed = (rule-based bill - row's bill) / (rule-based bill - optimum's bill) on each test year; "
         "agents over test years x seeds. The ladder's rungs: `optimum_tariff` (the year's LP, perfect foresight) -> "
         "`mpc_perfect_tariff` (what a 24 h horizon loses) -> `mpc_robust_tariff` / `mpc_forecast_tariff` (what "
-        "past-days forecasts lose, hedged or not) -> the agents. Worst month: the month whose bill exceeds the "
-        "optimum's most (mean over years).",
+        "past-days forecasts lose, hedged or not) -> the agents (an `<agent>+oracle` row: the same agent with the true "
+        "coming hours in its observation, the rung between `mpc_perfect_tariff` and the agent). Worst month: the "
+        "month whose bill exceeds the optimum's most (mean over years).",
         "",
+        *loss_split_markdown(table, list(runs), OPTIMUM, f"mpc_perfect_{TARIFF}"),
         "![regret ladder](regret_ladder_tariff.png)",
         "",
         "Per month (mean over test years), energy + CO2 / demand charge [PEN thousand]:",
