@@ -9,8 +9,6 @@ observation, so a last-bit difference cannot change the trajectory).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -20,33 +18,20 @@ from iquitos_lightning.envs.finite import NonFiniteEnvValue
 from iquitos_lightning.envs.training_twin import make_torchrl_twin
 from iquitos_lightning.envs.twin_device import twin_device_bytes
 from iquitos_lightning.errors import ConfigError
-from tests.envs.twin_testkit import TINY, TINY_HOURS, table_rollout
+from tests.envs.twin_testkit import CUDA, REPOSITORY_DATA, TINY, TINY_HOURS, table_rollout
 
 # 4 envs of 40-h episodes from staggered starts (0, 42, 84, 126): over 168 steps each env covers the horizon, through
 # truncations, partial resets and the year's end
 OPTIONS = {"num_envs": 4, "start": "staggered", "episode_hours": 40}
-CUDA = pytest.param(
-    "cuda",
-    marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")],
-)
-
-
-@pytest.fixture(scope="module")
-def data_root() -> Path:
-    """The repository's data/ (the tiny site built there once, as a user's command builds it): a GPU machine gets it
-    built, not the means to build it (no pvlib there)."""
-    return Path("data")
 
 
 @pytest.mark.parametrize("objective", ["tariff", "thesis"])
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("device", ["cpu", CUDA])
-def test_the_device_code_path_runs_the_horizon_as_the_cpu_twin(
-    data_root: Path, device: str, layout: str, objective: str
-) -> None:
+def test_the_device_code_path_runs_the_horizon_as_the_cpu_twin(device: str, layout: str, objective: str) -> None:
     options = {**OPTIONS, "layout": layout, "objective": objective}
-    reference = table_rollout(make_torchrl_twin(TINY, data_root=data_root, **options), TINY_HOURS)
-    moved = make_torchrl_twin(TINY, data_root=data_root, **options).to(device)
+    reference = table_rollout(make_torchrl_twin(TINY, data_root=REPOSITORY_DATA, **options), TINY_HOURS)
+    moved = make_torchrl_twin(TINY, data_root=REPOSITORY_DATA, **options).to(device)
     moved.sync_free = True  # the CPU takes it only when told; CUDA always does
     assert moved.sync_free and not moved.checks_every_step
     held = [
@@ -69,8 +54,8 @@ def test_the_device_code_path_runs_the_horizon_as_the_cpu_twin(
             torch.testing.assert_close(other, value, rtol=1e-5, atol=1e-5, msg=lambda text, key=key: f"{key}: {text}")
 
 
-def test_a_rollout_with_a_non_finite_value_is_refused_naming_it(data_root: Path) -> None:
-    twin = make_torchrl_twin(TINY, data_root=data_root, **OPTIONS)
+def test_a_rollout_with_a_non_finite_value_is_refused_naming_it() -> None:
+    twin = make_torchrl_twin(TINY, data_root=REPOSITORY_DATA, **OPTIONS)
     twin.sync_free = True
     rollout = table_rollout(twin, 8)
     rollout["next", "reward"][2, 5] = float("nan")
@@ -79,10 +64,8 @@ def test_a_rollout_with_a_non_finite_value_is_refused_naming_it(data_root: Path)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_the_estimate_the_auto_profile_makes_without_a_site_covers_what_the_twin_holds(
-    data_root: Path, layout: str
-) -> None:
-    twin = make_torchrl_twin(TINY, data_root=data_root, **OPTIONS, layout=layout, objective="tariff")
+def test_the_estimate_the_auto_profile_makes_without_a_site_covers_what_the_twin_holds(layout: str) -> None:
+    twin = make_torchrl_twin(TINY, data_root=REPOSITORY_DATA, **OPTIONS, layout=layout, objective="tariff")
     width = twin.observation_spec["observation"].shape[-1]
     tables, per_env = twin_device_bytes(rows=twin.hours, sockets=twin.sockets, observation_width=width)
     estimate, held = tables + twin.num_envs * per_env, twin.device_bytes()

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,20 +28,9 @@ from iquitos_lightning.envs.env_config import CPU, TRAINING_DEVICE, EnvConfig
 from iquitos_lightning.envs.factory import make_env
 from iquitos_lightning.envs.training_twin import TrainingTwin
 from iquitos_lightning.profile.bases import profile_yaml
-from tests.envs.twin_testkit import TINY, TINY_HOURS, table_rollout
+from tests.envs.twin_testkit import CUDA, REPOSITORY_DATA, TINY, TINY_HOURS, table_rollout
 
 CARD = "configs/base/card.yaml"
-CUDA = pytest.param(
-    "cuda",
-    marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")],
-)
-
-
-@pytest.fixture(scope="module")
-def data_root() -> Path:
-    """The repository's data/ (the tiny site built there once, as a user's command builds it): a GPU machine gets it
-    built, not the means to build it (no pvlib there)."""
-    return Path("data")
 
 
 @pytest.fixture(autouse=True)
@@ -53,13 +41,13 @@ def empty_compile_cache() -> Iterator[None]:
     torch._dynamo.reset()
 
 
-def card_config(data_root: Path, **backend: Any) -> EnvConfig:
+def card_config(**backend: Any) -> EnvConfig:
     """The card's env options on the tiny site: its own year (the tiny site has no training years built), 4 envs of
     40-h episodes (staggered over the 168-h horizon: truncations, partial resets and the year's end are crossed)."""
     env = dict(profile_yaml(CARD)["model"]["init_args"]["env"])
     env |= {"site": TINY, "validation_site_seed": None}
     env["training"] = {**env["training"], "train_site_seeds": None, "episode_hours": 40}
-    env["backend"] = {**env["backend"], "num_envs": 4, "data_root": str(data_root), **backend}
+    env["backend"] = {**env["backend"], "num_envs": 4, "data_root": str(REPOSITORY_DATA), **backend}
     return EnvConfig(**env)
 
 
@@ -70,10 +58,8 @@ def training_twin(config: EnvConfig) -> TrainingTwin:
 
 
 @pytest.mark.parametrize("device", ["cpu", CUDA])
-def test_the_compiled_twin_on_the_device_path_runs_the_horizon_as_the_eager_cpu_twin(
-    data_root: Path, device: str
-) -> None:
-    config = card_config(data_root, compile=True, device=TRAINING_DEVICE)
+def test_the_compiled_twin_on_the_device_path_runs_the_horizon_as_the_eager_cpu_twin(device: str) -> None:
+    config = card_config(compile=True, device=TRAINING_DEVICE)
     assert (config.layout, config.objective) == ("self_consumption_window", "tariff")  # the card's problem
     reference = table_rollout(training_twin(dataclasses.replace(config, backend=_eager_cpu(config))), TINY_HOURS)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
@@ -14,6 +15,14 @@ from iquitos_lightning.envs.training_twin import STEP_COUNT, TrainingTwin
 
 TINY = str(Path(__file__).resolve().parents[2] / "configs" / "site" / "tiny.yaml")
 TINY_HOURS = 168  # the tiny site's horizon
+# The device tests' data: the repository's data/ (the tiny site built there once, as a user's command builds it): a GPU
+# machine gets it built, not the means to build it (no pvlib there)
+REPOSITORY_DATA = Path("data")
+# a device parameter that runs only where CUDA is (marked gpu)
+CUDA = pytest.param(
+    "cuda",
+    marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")],
+)
 # 3 envs of 10-h episodes from staggered starts: a few steps cross episode ends and partial resets
 OPTIONS = {"num_envs": 3, "start": "staggered", "episode_hours": 10, "layout": "fleet", "objective": "tariff"}
 
