@@ -37,6 +37,7 @@ from iquitos_lightning.agents.networks import (
     make_state_value,
     orthogonal_init,
 )
+from iquitos_lightning.agents.policy_average import averaged_policy
 from iquitos_lightning.agents.reward_normalizer import RewardNormalizer
 from iquitos_lightning.agents.speed import SpeedConfig, make_adam
 from iquitos_lightning.envs.env_config import EnvConfig
@@ -133,6 +134,12 @@ class OnPolicyAgent(RLAgent):
         initialisation: "orthogonal" (CleanRL's ``layer_init``: gain sqrt(2) hidden, 0.01 policy output, 1 value
             output) or "default" (torch's own; measured on the tariff twin with ``reward_scale`` 0.05 and no
             normalisation, it closed 33.5 % of the gap at 524k frames; orthogonal + normalisation 18.4 %).
+        policy_average: evaluations, the choice of the best checkpoint and tests act with a moving average of the
+            actor's weights (:mod:`.policy_average`, as SAC's), moved this far towards the actor after each
+            rollout's updates (the plain mean of the first ``1 / policy_average`` rollouts); 0: the actor itself.
+            Why per rollout: a rollout's epochs are one step of the policy iteration, and the evaluated policy of
+            one seed moves 1-2 points of the gap between neighbouring evaluations (docs/experiments.md). The actor
+            that collects and learns is the same either way.
         speed: fast-path switches of the update step (compile, CUDA graphs, TF32; all off by default).
     """
 
@@ -158,12 +165,14 @@ class OnPolicyAgent(RLAgent):
         distribution: str = "tanh_normal",
         initialisation: str = "orthogonal",
         lr_anneal: bool = False,
+        policy_average: float = 0.0,
         speed: SpeedConfig | None = None,
     ) -> None:
         check_learning_rates(lr=lr)  # before the envs are built: a bad value costs no site start
         check_reward_scale(reward_scale)
         check_fraction("gamma", gamma, zero_allowed=False)
         check_fraction("gae_lambda", gae_lambda, zero_allowed=True)
+        check_fraction("policy_average", policy_average, zero_allowed=True)
         super().__init__(env, rollout, speed)
         self.automatic_optimization = False
         self.lr = lr
@@ -192,6 +201,7 @@ class OnPolicyAgent(RLAgent):
         if initialisation == "orthogonal":
             orthogonal_init(self.actor, POLICY_OUTPUT_GAIN)
             orthogonal_init(self.critic, VALUE_OUTPUT_GAIN)
+        self.averaged_actor = averaged_policy(self.actor, policy_average) if policy_average else None
         # GAE without a value network: it reads the state values :meth:`with_advantages` writes (state_values)
         self.advantage_module = GAE(gamma=gamma, lmbda=gae_lambda, value_network=None, average_gae=False)
         self._shuffled_rows: TensorDictBase | None = None  # learn_in_minibatches' buffer (not state: rebuilt)
@@ -199,6 +209,10 @@ class OnPolicyAgent(RLAgent):
     @property
     def exploration_policy(self):
         return self.actor
+
+    @property
+    def evaluated_policy(self):
+        return self.actor if self.averaged_actor is None else self.averaged_actor.module
 
     def configure_optimizers(self) -> Adam:
         return make_adam(self.loss_module.parameters(), self.lr, self.speed_config, self.device)
@@ -221,6 +235,8 @@ class OnPolicyAgent(RLAgent):
         if gradient_norm is not None:
             health["gradient_norm"] = gradient_norm
         self.health.record(health)
+        if self.averaged_actor is not None:
+            self.averaged_actor.update_parameters(self.actor)
         return metrics | self.reward_metrics()
 
     def anneal_learning_rate(self, frames_before: int) -> float:
