@@ -15,6 +15,7 @@ import pandas as pd
 
 HOURS_KNOWN = "+oracle"  # compare's variant of an agent with the true coming hours in its observation
 PARTS = ("horizon", "learning", "information")
+SPLIT_INTRO = "Where each agent's remaining gap comes from"  # the split's first words (the results page finds it)
 
 
 def loss_split(table: pd.DataFrame, agent: str, optimum: str, perfect: str) -> dict[str, float] | None:
@@ -34,7 +35,7 @@ def loss_split_markdown(table: pd.DataFrame, agents: list[str], optimum: str, pe
     if not found:
         return []
     lines = [
-        f"Where each agent's remaining gap comes from, in points of the gap: horizon = `{optimum}` - `{perfect}` "
+        f"{SPLIT_INTRO}, in points of the gap: horizon = `{optimum}` - `{perfect}` "
         f"(a 24 h plan with the true hours); learning = `{perfect}` - `<agent>{HOURS_KNOWN}` (the agent with the true "
         f"coming hours, same layout, budget and seeds); information = `<agent>{HOURS_KNOWN}` - `<agent>` (past-days "
         "forecasts instead of the true hours).",

@@ -17,10 +17,12 @@ import re
 from pathlib import Path
 
 from iquitos_lightning.atomic_files import write_atomically
+from iquitos_lightning.report.loss_split import SPLIT_INTRO
 
 PAGE_NAME = "README.md"
 MADE_BY = re.compile(r"Made by `([^`]+)`")
 OBJECTIVES_SHOWN = ("tariff", "thesis")
+LEVERS = "levers_tariff.md"  # what was tried against the agents' remaining gap (one change each, its own seeds)
 ARCHIVE = "archive"  # results/archive/: folders earlier revisions made, which no command here remakes
 
 
@@ -43,6 +45,21 @@ def first_table(page: Path) -> list[str]:
     return table
 
 
+def paragraph_and_table(page: Path, first_words: str) -> list[str]:
+    """The paragraph of ``page`` that starts with ``first_words`` and the Markdown table after it (none if absent)."""
+    lines = page.read_text().splitlines()
+    start = next((number for number, line in enumerate(lines) if line.startswith(first_words)), None)
+    if start is None:
+        return []
+    kept, in_table = [], False
+    for line in lines[start:]:
+        in_table = in_table or line.startswith("|")
+        if in_table and not line.startswith("|"):
+            break
+        kept.append(line)
+    return kept
+
+
 def _command_line(page: Path) -> str:
     command = made_by(page)
     return f"Made by `{command}`: [{page.name}]({page.name})." if command else f"[{page.name}]({page.name})."
@@ -61,7 +78,18 @@ def _test_years(site_dir: Path) -> list[str]:
     lines += [*first_table(page), "", _command_line(page)]
     if (site_dir / "monthly_bill_tariff.csv").is_file():
         lines[-1] += " Every row's bill by month: [monthly_bill_tariff.csv](monthly_bill_tariff.csv)."
-    return [*lines, ""]
+    split = paragraph_and_table(page, SPLIT_INTRO)
+    return [*lines, "", *([*split, ""] if split else []), *_levers(site_dir)]
+
+
+def _levers(site_dir: Path) -> list[str]:
+    """What was tried against the remaining gap: the first table of ``levers_tariff.md`` (each row a change to a card
+    profile on its own seeds, with the command that trained it), after the split that says which gap it aims at."""
+    page = site_dir / LEVERS
+    if not page.is_file():
+        return []
+    lines = ["### What was tried against the remaining gap", "", *first_table(page), ""]
+    return [*lines, f"Each row's command and its curves: [{LEVERS}]({LEVERS}).", ""]
 
 
 def _development_year(site_dir: Path) -> list[str]:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
+from iquitos_lightning.report.loss_split import loss_split_markdown
 from iquitos_lightning.report.results_page import results_page, write_results_page
 
 COMMAND = "python -m iquitos_lightning compare --agents sac --seeds 1"
@@ -48,3 +51,25 @@ def test_every_figure_the_baselines_command_writes_is_on_the_page(tmp_path: Path
         (site / figure).write_bytes(b"\x89PNG")
     page = results_page(site)
     assert "(dispatch_week.png)" in page and "(monthly_energy.png)" in page
+
+
+def test_the_test_years_split_and_the_levers_tried_follow_the_test_year_table(tmp_path: Path) -> None:
+    """The page says which loss an agent's remaining gap is (the split test-years writes) and what was tried
+    against it (levers_tariff.md's table), after the test-year table; without them, neither heading."""
+    site = tmp_path / "results" / "site-x"
+    table = pd.DataFrame(
+        {"gap_closed_pct": [100.0, 100.0, 90.0, 89.3]},
+        index=["optimum_tariff", "mpc_perfect_tariff", "ppo+oracle", "ppo"],
+    )
+    split = loss_split_markdown(table, ["ppo+oracle", "ppo"], "optimum_tariff", "mpc_perfect_tariff")
+    test_years = ["# Test years", "", f"Made by `{COMMAND}` at git revision `abc`.", "", "| row |", "|:---|", "| ppo |"]
+    site.mkdir(parents=True)
+    (site / "test_years_tariff.md").write_text("\n".join([*test_years, "", "Some words.", "", *split, "More."]) + "\n")
+    assert "What was tried" not in results_page(site)  # the split, but no levers page: no levers heading
+    assert "| ppo | 10.7 | 0.0 | 10.0 | 0.7 |" in results_page(site)
+
+    (site / "levers_tariff.md").write_text("# Levers\n\n| lever | 2026 |\n|:---|---:|\n| twice the budget | 89.6 |\n")
+    page = results_page(site)
+    assert page.index("| ppo |") < page.index("| ppo | 10.7 |") < page.index("| twice the budget | 89.6 |")
+    assert "More." not in page and "Some words." not in page  # the split's paragraph and table, nothing after
+    assert "[levers_tariff.md](levers_tariff.md)" in page
