@@ -107,9 +107,10 @@ class RLAgent(MovesDistributionBounds, GuardedUpdates, CheckpointedState, pl.Lig
 
     @property
     def evaluated_policy(self) -> TensorDictModule:
-        """The module evaluations and tests run, deterministically: the exploration policy, unless an agent keeps
-        an average of its weights for that (SAC's ``policy_average``)."""
-        return self.exploration_policy
+        """The module evaluations and tests run, deterministically: the exploration policy, unless the agent keeps
+        an average of its weights for that (``policy_average``: ``averaged_actor``, agents/policy_average.py)."""
+        averaged = getattr(self, "averaged_actor", None)
+        return self.exploration_policy if averaged is None else averaged.module
 
     def collector_options(self) -> dict[str, Any]:
         """Extra ``Collector`` arguments (SAC: the random frames still to collect)."""

@@ -210,10 +210,6 @@ class OnPolicyAgent(RLAgent):
     def exploration_policy(self):
         return self.actor
 
-    @property
-    def evaluated_policy(self):
-        return self.actor if self.averaged_actor is None else self.averaged_actor.module
-
     def configure_optimizers(self) -> Adam:
         return make_adam(self.loss_module.parameters(), self.lr, self.speed_config, self.device)
 

@@ -175,10 +175,6 @@ class SAC(OffPolicyAgent):
     def exploration_policy(self):
         return self.actor
 
-    @property
-    def evaluated_policy(self):
-        return self.actor if self.averaged_actor is None else self.averaged_actor.module
-
     def stored_keys(self) -> list[NestedKey]:
         """What SAC's updates and health signals read of a transition: TorchRL's ``SACLoss.in_keys`` (the action,
         the next reward and end flags, the actor's inputs now and next, the Q networks' inputs), the Q networks'
