@@ -16,6 +16,7 @@ import warnings
 from typing import Any, ClassVar
 
 import torch
+from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info
 from tensordict import NestedKey, TensorDictBase
 from torchrl.data import TensorDictReplayBuffer
@@ -100,6 +101,7 @@ class OffPolicyAgent(RLAgent):
         self.init_random_frames = init_random_frames
         self.update_credit = 0.0  # fractional updates carried to the next rollout
         self._replay_buffer: NonModule | None = None
+        self.saving_policy_only = False  # True while best.ckpt is written: its state leaves the buffer out
 
     def create_replay_buffer(self) -> None:
         """Size the buffer from one transition of the env with the policy's outputs, refuse it if RAM (or disk)
@@ -169,9 +171,18 @@ class OffPolicyAgent(RLAgent):
         return {}
 
     def agent_state(self) -> dict[str, Any]:
-        return {"replay_buffer": buffer_contents(self.replay_buffer), "update_credit": self.update_credit}
+        # None while a policy checkpoint (best.ckpt) is written: training/callbacks/best_checkpoint.py
+        contents = None if self.saving_policy_only else buffer_contents(self.replay_buffer)
+        return {"replay_buffer": contents, "update_credit": self.update_credit}
 
     def load_agent_state(self, state: dict[str, Any]) -> None:
         self._replay_buffer = NonModule(make_replay_buffer(self.buffer_config, self.batch_size))
-        restore_buffer(self.replay_buffer, state["replay_buffer"], self.stored_keys())
+        if state["replay_buffer"] is None:
+            if self._trainer is not None and self.trainer.state.fn == TrainerFn.FITTING:
+                raise ConfigError(
+                    "this checkpoint holds the policy without its replay buffer (best.ckpt is kept to be tested): "
+                    "resume training from last.ckpt (--ckpt_path last), or test this one"
+                )
+        else:
+            restore_buffer(self.replay_buffer, state["replay_buffer"], self.stored_keys())
         self.update_credit = float(state["update_credit"])

@@ -1,6 +1,6 @@
 """``ModelCheckpoint`` whose files are never lost mid-write: ``last`` swapped atomically, old files removed after.
 
-What it overrides: six private methods of Lightning's ``ModelCheckpoint`` (2.6):
+What it overrides: seven private methods of Lightning's ``ModelCheckpoint`` (2.6):
 - ``_save_topk_checkpoint`` and ``_save_last_checkpoint``, called together by :meth:`save_checkpoints` (a save at
   any moment the subclass chooses, e.g. every N environment frames);
 - ``_remove_checkpoint``: during such a save, the file a new one replaces is removed only after ``last`` points
@@ -9,9 +9,11 @@ What it overrides: six private methods of Lightning's ``ModelCheckpoint`` (2.6):
   link first, leaving a moment with no ``last``); a copy where the filesystem has no symlinks;
 - ``_find_last_checkpoints``: ``--ckpt_path last`` ignores a dangling ``last`` (left by an older writer) and
   falls back to the newest complete checkpoint in the folder;
-- ``_monitor_candidates``: adds the subclass's :meth:`extra_candidates` (``{frames}`` in the filename).
+- ``_monitor_candidates``: adds the subclass's :meth:`extra_candidates` (``{frames}`` in the filename);
+- ``_save_checkpoint`` (the one call that writes a file): inside the subclass's :meth:`saving` context, so a
+  subclass can say what its files leave out (``best.ckpt``: the replay buffer).
 
-Checked at import: ``ModelCheckpoint`` still has the six methods; on construction, ``_last_checkpoint_saved``.
+Checked at import: ``ModelCheckpoint`` still has the seven methods; on construction, ``_last_checkpoint_saved``.
 Equivalence and safety tests: ``tests/fastpath/test_model_checkpoint.py`` (same files as Lightning's own for a
 plain run) and ``tests/robustness/test_crash_and_interrupt.py`` (kill -9, Ctrl-C).
 """
@@ -19,6 +21,8 @@ plain run) and ``tests/robustness/test_crash_and_interrupt.py`` (kill -9, Ctrl-C
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +41,7 @@ OVERRIDDEN = (
     "_link_checkpoint",
     "_find_last_checkpoints",
     "_monitor_candidates",
+    "_save_checkpoint",
 )
 require(ModelCheckpoint, OVERRIDDEN, library="lightning", override=__name__)
 
@@ -52,6 +57,11 @@ class AtomicModelCheckpoint(ModelCheckpoint):
     def extra_candidates(self, trainer: pl.Trainer) -> dict[str, torch.Tensor]:
         """Values the filename template may use besides the logged metrics (none here)."""
         return {}
+
+    @contextmanager
+    def saving(self, trainer: pl.Trainer) -> Iterator[None]:
+        """Around each file this callback writes (nothing here; a subclass may mark the module meanwhile)."""
+        yield
 
     def save_checkpoints(self, trainer: pl.Trainer) -> None:
         """Save the top-k file and ``last`` now; remove the files they replace only afterwards."""
@@ -104,6 +114,10 @@ class AtomicModelCheckpoint(ModelCheckpoint):
         newest = max(complete, key=lambda path: path.stat().st_mtime)
         rank_zero_warn(f"no usable 'last' checkpoint in {self.dirpath}: resuming from the newest one, {newest}")
         return {os.path.normpath(newest)}
+
+    def _save_checkpoint(self, trainer: pl.Trainer, filepath: str) -> None:
+        with self.saving(trainer):
+            super()._save_checkpoint(trainer, filepath)
 
     def _monitor_candidates(self, trainer: pl.Trainer) -> dict[str, torch.Tensor]:
         return {**super()._monitor_candidates(trainer), **self.extra_candidates(trainer)}

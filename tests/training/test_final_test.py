@@ -127,6 +127,10 @@ def test_the_final_test_reports_the_policy_best_on_the_selection_year_as_the_eva
     assert best["frames"] < 336  # the seed makes this a real choice: not the last policy
     saved = torch.load(run / "checkpoints" / "best.ckpt", weights_only=False)
     assert saved["rl_state"]["frames_done"] == best["frames"]
+    # the policy without SAC's replay buffer (kept whole in last.ckpt, the resume point); it was tested all the same
+    assert saved["rl_state"]["agent"]["replay_buffer"] is None
+    last = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)
+    assert last["rl_state"]["agent"]["replay_buffer"]["filled"] == 336
     # the selection year is another year: its bills are not the evaluation year's
     assert all(-row["selection_score"] != pytest.approx(row["tariff_cost"], rel=1e-3) for row in evaluations)
     tested = json.loads((run / "kpis.json").read_text())
@@ -134,6 +138,14 @@ def test_the_final_test_reports_the_policy_best_on_the_selection_year_as_the_eva
     # deterministic policy, same weights, same year: the test repeats that evaluation's bill (logged in float32)
     assert tested["tariff_cost"] == pytest.approx(best["tariff_cost"], rel=1e-6)
     assert tested["tariff_cost"] != pytest.approx(evaluations[-1]["tariff_cost"], rel=1e-6)  # not the final policy
+
+
+def test_training_from_best_ckpt_without_its_buffer_is_refused_in_one_line(tmp_path, capsys, selecting_run: Path):
+    best = selecting_run / "checkpoints" / "best.ckpt"
+    assert _fit(tmp_path, f"--ckpt_path={best}", f"--model.init_args.env.validation_site_seed={SELECTION_SEED}") == 2
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said[-1].startswith("error: this checkpoint holds the policy without its replay buffer")
+    assert "last.ckpt" in said[-1]
 
 
 def test_without_a_selection_year_nothing_is_selected_training_is_the_same_and_best_is_refused(
