@@ -76,10 +76,39 @@ class SocketBands:
     # grid-side kWh each plugged EV still needs to reach its required SOC (0 where empty); None where a caller
     # builds bands by hand. The compact observation sums it (envs/fleet_features.py), so it is kept here.
     need_kwh: Array | None = None
-    # the sockets' least-laxity order (a stable argsort of laxity_h), kept by the first fleet_power of the hour: the
-    # window layout maps the fleet action twice an hour (its net load, then the sockets' power), and the sort was a
-    # quarter of a 1,024-env twin step on one CPU thread (docs/performance.md)
-    order: Array | None = field(default=None, compare=False, repr=False)
+    # the least-laxity fill, kept by the first fleet_power of the hour (:func:`least_laxity_fill`): it does not depend
+    # on the action, the window layout maps the fleet action twice an hour (its net load, then the sockets' power),
+    # and its sort and cumulative sum were a quarter of a 1,024-env twin step on one CPU thread (docs/twin.md)
+    fill: LeastLaxityFill | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass
+class LeastLaxityFill:
+    """What sharing a fleet's power least laxity first needs of one hour's bands, whatever the action."""
+
+    order: Array  # the sockets' least-laxity order: a stable argsort of laxity_h [..., S]
+    room: Array  # each socket's headroom (high - low) in that order
+    before: Array  # the headroom of the sockets ahead of each one in that order (a cumulative sum, in index order)
+    total: Array  # the whole flexible power [..., 1]
+
+
+def least_laxity_fill(bands: SocketBands) -> LeastLaxityFill:
+    """``bands.fill``, computed on its first use in the hour (by :func:`fleet_power`)."""
+    if bands.fill is not None:
+        return bands.fill
+    headroom = bands.high - bands.low
+    if is_torch(headroom):
+        import torch  # lazy: numpy callers (CityLearn env, controllers) never load torch here
+
+        order = torch.argsort(bands.laxity_h, dim=-1, stable=True)
+        room = torch.gather(headroom, -1, order)
+        filled = torch.cumsum(room, dim=-1)
+    else:
+        order = np.argsort(bands.laxity_h, axis=-1, kind="stable")
+        room = np.take_along_axis(headroom, order, -1)
+        filled = np.cumsum(room, axis=-1)
+    bands.fill = LeastLaxityFill(order=order, room=room, before=filled - room, total=filled[..., -1:])
+    return bands.fill
 
 
 def socket_bands(
@@ -155,27 +184,17 @@ def per_socket_power(socket_actions: Array, bands: SocketBands) -> Array:
 
 def fleet_power(fleet_action: Array, bands: SocketBands) -> Array:
     """Each socket's kW from one fleet action [...]: the fraction of the flexible power, least laxity first."""
-    headroom = bands.high - bands.low
-    if is_torch(headroom):
+    fill = least_laxity_fill(bands)
+    if is_torch(fill.room):
         import torch  # lazy: numpy callers (CityLearn env, controllers) never load torch here
 
-        order = bands.order
-        if order is None:
-            order = bands.order = torch.argsort(bands.laxity_h, dim=-1, stable=True)
-        sorted_room = torch.gather(headroom, -1, order)
-        filled = torch.cumsum(sorted_room, dim=-1)
-        extra = action_fraction(fleet_action)[..., None] * filled[..., -1:]
-        sorted_extra = torch.minimum((extra - (filled - sorted_room)).clamp_min(0.0), sorted_room)
-        return bands.low + torch.empty_like(sorted_extra).scatter_(-1, order, sorted_extra)
-    order = bands.order
-    if order is None:
-        order = bands.order = np.argsort(bands.laxity_h, axis=-1, kind="stable")
-    sorted_room = np.take_along_axis(headroom, order, -1)
-    filled = np.cumsum(sorted_room, axis=-1)
-    extra = action_fraction(np.asarray(fleet_action))[..., None] * filled[..., -1:]
-    sorted_extra = np.minimum(np.maximum(extra - (filled - sorted_room), 0.0), sorted_room)
+        extra = action_fraction(fleet_action)[..., None] * fill.total
+        sorted_extra = torch.minimum((extra - fill.before).clamp_min(0.0), fill.room)
+        return bands.low + torch.empty_like(sorted_extra).scatter_(-1, fill.order, sorted_extra)
+    extra = action_fraction(np.asarray(fleet_action))[..., None] * fill.total
+    sorted_extra = np.minimum(np.maximum(extra - fill.before, 0.0), fill.room)
     allocated = np.empty_like(sorted_extra)
-    np.put_along_axis(allocated, order, sorted_extra, -1)
+    np.put_along_axis(allocated, fill.order, sorted_extra, -1)
     return bands.low + allocated
 
 

@@ -60,10 +60,61 @@ def clip_value(value: Any, low: float | None = None, high: float | None = None) 
 
 def sequential_sum(values: Array) -> Array:
     """Sum over the last axis in index order (a cumulative sum's end): numpy and torch give the same bits,
-    which their own ``sum`` (pairwise, vectorised) does not promise; the twin must equal CityLearn."""
+    which their own ``sum`` (pairwise, vectorised) does not promise; the twin must equal CityLearn.
+
+    Inside ``torch.compile`` on the CPU (the fused twin) a large sum is written out as a chain of adds, which Inductor
+    fuses into the step's kernels: it has no CPU lowering of ``cumsum`` and calls ATen's, which with the fleet sums'
+    stacked cumsum was a fifth of a fused 1,024-env step (docs/twin.md). Same order, same accumulator, so the same bits
+    (tests/envs/test_arrays.py).
+    """
     if is_torch(values):
+        if _written_out(values):
+            return _unrolled_sum(values)
         return values.cumsum(-1)[..., -1]
     return np.cumsum(values, axis=-1)[..., -1]
+
+
+def sequential_sums(*columns: Array) -> list[Array]:
+    """:func:`sequential_sum` of each of ``columns`` (same shape and dtype). Inside ``torch.compile`` they are
+    stacked and summed by one written-out chain, so the graph grows by S adds, not S per column: the compile time
+    grows with the graph (a chain of 128 adds cost the fused twin several seconds of compile)."""
+    if columns and is_torch(columns[0]):
+        import torch  # lazy: numpy callers (CityLearn env, controllers) never load torch here
+
+        if _written_out(columns[0]):
+            return list(_unrolled_sum(torch.stack(columns)).unbind(0))
+    return [sequential_sum(column) for column in columns]
+
+
+# Where a written-out sum pays: below this many elements (256 envs x 128 sockets) ATen's cumsum costs its call, a few
+# microseconds, and the chain only adds compile time (~8 s of a cold 64-env compile for 1.02x its rate); from 256 envs
+# it saves the loop (fused twin 1.68x -> 1.81x the eager one at 256 envs, 1.83x -> 1.97x at 1,024; docs/twin.md).
+WRITTEN_OUT_MIN_ELEMENTS = 256 * 128
+
+
+def _written_out(values: Any) -> bool:
+    """Whether to sum ``values`` (a tensor) with :func:`_unrolled_sum`: while compiling, on the CPU (Inductor lowers
+    cumsum on CUDA itself), a float tensor large enough to pay (:data:`WRITTEN_OUT_MIN_ELEMENTS`)."""
+    import torch  # lazy: numpy callers (CityLearn env, controllers) never load torch here
+
+    return (
+        torch.compiler.is_compiling()
+        and values.is_floating_point()
+        and values.device.type == "cpu"
+        and values.numel() >= WRITTEN_OUT_MIN_ELEMENTS
+    )
+
+
+def _unrolled_sum(values: Any) -> Any:
+    """``values.cumsum(-1)[..., -1]`` as ``((0 + v0) + v1) + ...``: ATen's CPU cumsum starts from 0 and adds in
+    index order in float64 for float64 and float32 (its CPU accumulator type), rounding only what it writes."""
+    import torch
+
+    wide = values.to(torch.float64)
+    total = 0.0 + wide[..., 0]
+    for index in range(1, wide.shape[-1]):
+        total = total + wide[..., index]
+    return total.to(values.dtype)
 
 
 def stacked_pair(first: Array, second: Array, like: Array) -> Array:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from iquitos_lightning.envs.actions import SocketBands
-from iquitos_lightning.envs.arrays import Array, is_torch, where
+from iquitos_lightning.envs.arrays import Array, is_torch, sequential_sums, where
 
 URGENT_HOURS = 2  # ``ev_need_leaving_2h``: the need of the EVs that leave within this many hours (this one included)
 FLEET_FEATURES = (
@@ -48,19 +48,18 @@ def fleet_features(bands: SocketBands, connected: Array, hours_left: Array, flee
         where(hours_left <= URGENT_HOURS, need, zero),
         need * hours_left,
     ]
-    # One cumulative sum over the sockets of all six (in index order: numpy and torch give the same bits).
-    if is_torch(need):
-        import torch  # lazy: numpy callers (the CityLearn env) never load torch here
-
-        sums = torch.stack(per_socket, -2).cumsum(-1)[..., -1]
-    else:
-        sums = np.cumsum(np.stack(np.broadcast_arrays(*per_socket), -2), axis=-1)[..., -1]
-    plugged, low, high, total_need, soon, weighted_hours = (sums[..., k] for k in range(len(per_socket)))
+    # Each summed over the sockets in index order (numpy and torch give the same bits). One sum per column, not one
+    # over the six stacked: the stack's copy and a cumsum over its middle axis were 2 ms of a 1,024-env twin step.
+    if not is_torch(need):
+        per_socket = np.broadcast_arrays(*per_socket)
+    plugged, low, high, total_need, soon, weighted_hours = sequential_sums(*per_socket)
     has_need = total_need > 0
     safe_need = where(has_need, total_need, 1.0 + 0.0 * total_need)
     mean_hours = where(has_need, weighted_hours / safe_need, 0.0 * total_need)
     columns = [plugged / need.shape[-1], low / fleet_kw, high / fleet_kw, total_need / fleet_kw, soon / fleet_kw]
     columns.append(mean_hours / dwell_h)
     if is_torch(need):
+        import torch  # lazy: numpy callers (the CityLearn env) never load torch here
+
         return torch.stack(columns, -1)
     return np.stack(columns, -1)

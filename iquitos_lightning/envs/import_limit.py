@@ -16,7 +16,7 @@ computes in float32 (its own rounding of PV, load and battery energy) stays unde
 
 from __future__ import annotations
 
-from iquitos_lightning.envs.arrays import Array, clip, clip_low, minimum, sequential_sum, where
+from iquitos_lightning.envs.arrays import Array, clip, clip_low, minimum, sequential_sum, sequential_sums, where
 
 # kW below the stated limit that the curtailed command aims at: float32 rounding of a ~3,500 kW import is ~2e-4.
 IMPORT_LIMIT_MARGIN_KW = 0.01
@@ -47,8 +47,8 @@ def cap_import(
         return bess_action, socket_kw
     usable = usable_import_kw(limit_kw)
     flexible_kw = socket_kw - guaranteed_kw
-    over_kw = (mall_kw - pv_kw + sequential_sum(socket_kw)) - usable  # > 0: over the limit with the battery idle
-    flexible_total = sequential_sum(flexible_kw)
+    socket_total, flexible_total = sequential_sums(socket_kw, flexible_kw)
+    over_kw = (mall_kw - pv_kw + socket_total) - usable  # > 0: over the limit with the battery idle
     safe_total = where(flexible_total > 0, flexible_total, 1.0 + 0.0 * flexible_total)
     shed_share = where(flexible_total > 0, clip(over_kw / safe_total, 0.0, 1.0), 0.0 * flexible_total)
     shed = shed_share[..., None]
