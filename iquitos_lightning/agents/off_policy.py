@@ -178,7 +178,7 @@ class OffPolicyAgent(RLAgent):
     def load_agent_state(self, state: dict[str, Any]) -> None:
         self._replay_buffer = NonModule(make_replay_buffer(self.buffer_config, self.batch_size))
         if state["replay_buffer"] is None:
-            if self._trainer is not None and self.trainer.state.fn == TrainerFn.FITTING:
+            if self.attached_to_trainer and self.trainer.state.fn == TrainerFn.FITTING:
                 raise ConfigError(
                     "this checkpoint holds the policy without its replay buffer (best.ckpt is kept to be tested): "
                     "resume training from last.ckpt (--ckpt_path last), or test this one"

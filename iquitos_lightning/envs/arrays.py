@@ -108,7 +108,7 @@ def _written_out(values: Any) -> bool:
 def _unrolled_sum(values: Any) -> Any:
     """``values.cumsum(-1)[..., -1]`` as ``((0 + v0) + v1) + ...``: ATen's CPU cumsum starts from 0 and adds in
     index order in float64 for float64 and float32 (its CPU accumulator type), rounding only what it writes."""
-    import torch
+    import torch  # lazy: numpy callers (CityLearn env, controllers) never load torch here
 
     wide = values.to(torch.float64)
     total = 0.0 + wide[..., 0]
