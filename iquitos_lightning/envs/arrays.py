@@ -93,13 +93,14 @@ WRITTEN_OUT_MIN_ELEMENTS = 256 * 128
 
 
 def _written_out(values: Any) -> bool:
-    """Whether to sum ``values`` (a tensor) with :func:`_unrolled_sum`: while compiling, on the CPU (Inductor lowers
-    cumsum on CUDA itself), a float tensor large enough to pay (:data:`WRITTEN_OUT_MIN_ELEMENTS`)."""
+    """Whether to sum ``values`` (a tensor) with :func:`_unrolled_sum`: while compiling, on the CPU (the chains were
+    measured there only; on CUDA the device path's own tolerance applies), a float32 or float64 tensor (whose CPU
+    cumsum accumulates in float64) large enough to pay (:data:`WRITTEN_OUT_MIN_ELEMENTS`)."""
     import torch  # lazy: numpy callers (CityLearn env, controllers) never load torch here
 
     return (
         torch.compiler.is_compiling()
-        and values.is_floating_point()
+        and values.dtype in (torch.float32, torch.float64)
         and values.device.type == "cpu"
         and values.numel() >= WRITTEN_OUT_MIN_ELEMENTS
     )
