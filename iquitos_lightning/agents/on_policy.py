@@ -277,23 +277,36 @@ class OnPolicyAgent(RLAgent):
         if self.reward_normalizer is not None:
             self.reward_normalizer.reset_returns()
 
-    def learn_in_minibatches(self, data: TensorDictBase, epochs: int, minibatch_size: int) -> dict[str, torch.Tensor]:
+    def learn_in_minibatches(
+        self, data: TensorDictBase, epochs: int, minibatch_size: int, kl_limit: float = 0.0
+    ) -> dict[str, torch.Tensor]:
         """``epochs`` passes of shuffled minibatches over ``data``, one update each; the mean of each metric.
 
         Only the entries an update reads are cut into minibatches (:meth:`update_keys`): the rollout also holds the
         next observations, rewards, flags and the collector's records, which GAE has already read, and indexing
         them for every minibatch was ~9 % of a PPO rollout at the tariff profile's settings (bench learner section).
+
+        ``kl_limit`` > 0: no further epoch once the policy has moved more than this from the one that collected
+        the rollout (:func:`~.health.approximate_kl` on the whole rollout after each epoch; Stable-Baselines3's and
+        CleanRL's ``target_kl``, checked per epoch as CleanRL does); the epochs run are the ``epochs`` health signal.
         """
         # [envs, time] of a batched env (the twin) -> one pool of transitions
         data = data.select(*self.update_keys()).reshape(-1)
         shuffled = self._shuffled_rows_like(data)
         losses: list[dict[str, torch.Tensor]] = []
-        for _ in range(epochs):
+        epochs_run = 0
+        while epochs_run < epochs:
             permutation = torch.randperm(data.numel(), device=data.device)
             gather_rows(data, permutation, out=shuffled)
             for batch in shuffled.split(minibatch_size):
                 losses.append(self.run_update(batch))
-        return {key: torch.stack([step[key] for step in losses]).mean() for key in losses[0]}
+            epochs_run += 1
+            if kl_limit > 0 and epochs_run < epochs and approximate_kl(self.actor, data) > kl_limit:
+                break
+        metrics = {key: torch.stack([step[key] for step in losses]).mean() for key in losses[0]}
+        if kl_limit > 0:
+            metrics[f"{HEALTH_PREFIX}epochs"] = torch.tensor(float(epochs_run))
+        return metrics
 
     def _shuffled_rows_like(self, data: TensorDictBase) -> TensorDictBase:
         """The tensordict an epoch's shuffled rows are written into: allocated once and kept while the rollouts keep

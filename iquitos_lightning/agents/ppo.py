@@ -29,6 +29,9 @@ class PPO(OnPolicyAgent):
         epochs: passes over each rollout.
         minibatch_size: transitions per gradient step.
         normalize_advantage: standardise advantages per minibatch.
+        target_kl: stop a rollout's epochs once the policy has moved this far from the collecting one (the
+            approximate KL on the whole rollout after each epoch; SB3's and CleanRL's ``target_kl``); 0: all
+            ``epochs`` always.
     """
 
     algorithm = "ppo"  # the memory model and profile keys it uses (iquitos_lightning.profile.profiles)
@@ -42,6 +45,7 @@ class PPO(OnPolicyAgent):
         epochs: int = 10,
         minibatch_size: int = 64,
         normalize_advantage: bool = True,
+        target_kl: float = 0.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(lr=lr, gae_lambda=gae_lambda, **kwargs)
@@ -53,8 +57,11 @@ class PPO(OnPolicyAgent):
             )
         if epochs <= 0:
             raise ConfigError(f"model.epochs must be a positive integer, got {epochs}")
+        if target_kl < 0:
+            raise ConfigError(f"model.target_kl must be >= 0 (0: every epoch runs), got {target_kl}")
         self.epochs = epochs
         self.minibatch_size = minibatch_size
+        self.target_kl = target_kl
         # TorchRL's ClipPPOLoss, its forward computing only the terms this agent reads (fastpath/lean_ppo_loss.py)
         self.loss_module = LeanClipPPOLoss(
             self.actor,
@@ -72,5 +79,6 @@ class PPO(OnPolicyAgent):
         return self.rollout_config.frames_per_batch % self.minibatch_size == 0
 
     def learn_from(self, data: TensorDictBase) -> dict[str, torch.Tensor]:
-        """``epochs`` passes of shuffled minibatches over the rollout (its advantages computed)."""
-        return self.learn_in_minibatches(data, self.epochs, self.minibatch_size)
+        """``epochs`` passes of shuffled minibatches over the rollout (its advantages computed), fewer when the
+        policy moved past ``target_kl``."""
+        return self.learn_in_minibatches(data, self.epochs, self.minibatch_size, kl_limit=self.target_kl)

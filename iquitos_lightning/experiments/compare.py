@@ -408,11 +408,13 @@ def run_all(specs: list[RunSpec], launcher: Launcher[RunSpec, RunOutcome], conso
     return [outcomes[index] for index in range(len(specs))]
 
 
-def run_metadata(command: list[str], specs: list[RunSpec], outcomes: list[RunOutcome], **settings: Any) -> dict:
-    """What the JSON records about how the table was made."""
+def run_metadata(
+    command: list[str], revision: str, specs: list[RunSpec], outcomes: list[RunOutcome], **settings: Any
+) -> dict:
+    """What the JSON records about how the table was made (``revision``: the code's, read when the command began)."""
     return {
         "command": "python -m iquitos_lightning " + " ".join(command),
-        "git_revision": git_revision(),
+        "git_revision": revision,
         **settings,
         "runs": [
             {
@@ -478,6 +480,9 @@ def run_compare(
     The references are made (when missing) before the launcher starts: a Ray cluster is joined only for the runs.
     """
     console = console or command_console()
+    # the code the runs train with, read before anything is written: the command's own pages (tracked in git) would
+    # mark the tree changed, and a commit made while the runs train is not the code they ran
+    revision = git_revision()
     plan = {"evaluations": evaluations, "restarts": restarts}
     specs = plan_runs(site_path, agents, seeds, frames, profile, runs_root, extra_overrides, **plan)
     objectives = {spec.run_dir.parent.name for spec in specs}
@@ -517,7 +522,7 @@ def run_compare(
     settings["evaluation_site_seed"] = evaluation_seed
     first_overrides = dict(override.split("=", 1) for override in specs[0].overrides)
     settings["eval_backend"] = profile_eval_backend(specs[0].profile_path, first_overrides)
-    metadata = run_metadata(command, specs, outcomes, **settings)
+    metadata = run_metadata(command, revision, specs, outcomes, **settings)
     stem = f"comparison_{objective}"
     (out_dir / f"{stem}.md").write_text(_comparison_report(markdown, metadata, references, table))
     table.to_csv(out_dir / f"{stem}.csv")
@@ -541,7 +546,9 @@ def run_compare(
         # lazy: the test years' module loads the MPCs and, for the agents, torch
         from iquitos_lightning.experiments.unseen_years import run_test_years
 
-        run_test_years(site_path, list(agents), tuple(test_years), runs_root, results_root, command, console)
+        run_test_years(
+            site_path, list(agents), tuple(test_years), runs_root, results_root, command, console, revision=revision
+        )
     return out_dir
 
 

@@ -233,9 +233,12 @@ def run_test_years(
     command: list[str],
     console: Console | None = None,
     cache_root: Path = Path("runs/test-years"),
+    revision: str | None = None,
 ) -> Path:
-    """The whole command (module docstring); returns ``results/<site>/``."""
+    """The whole command (module docstring); returns ``results/<site>/``. ``revision``: the code's git revision as
+    the calling command read it at its start (``compare`` writes its own pages first); read here when not given."""
     console = console or command_console()
+    revision = revision or git_revision()
     site_config = load_site_config(site)
     if site_config.seed in years or not years:
         raise ConfigError(f"--years must list test years other than the site's own {site_config.seed}")
@@ -265,7 +268,7 @@ def run_test_years(
     settings = load_settings(TUNED_SETTINGS)
     metadata = {
         "command": "python -m iquitos_lightning " + " ".join(command),
-        "git_revision": git_revision(),
+        "git_revision": revision,
         "test_years": list(years),
         "agent_runs": {agent: [str(run) for run in found] for agent, found in runs.items()},
         "mpc_robust_settings": asdict(settings),

@@ -49,8 +49,16 @@ def test_test_years_tabulates_references_and_agents_with_the_ladder_and_months(r
     with pytest.raises(ConfigError, match="other than the site's own 7"):
         run_test_years(TINY, ["sac"], (7, 9), runs_root, tmp_path / "results", ["test-years"], cache_root=cache)
     command = ["test-years", "--site", "tiny"]
-    out = run_test_years(TINY, ["sac"], (9, 10), runs_root, tmp_path / "results", command, cache_root=cache)
+    # the revision the calling command read at its start is recorded, not the tree's state once the pages are written
+    started_at = "0123abc"
+    out = run_test_years(
+        TINY, ["sac"], (9, 10), runs_root, tmp_path / "results", command, cache_root=cache, revision=started_at
+    )
     summary = json.loads((out / "test_years_tariff.json").read_text())
+    assert (
+        summary["git_revision"] == started_at
+        and f"revision `{started_at}`" in (out / "test_years_tariff.md").read_text()
+    )
     table = summary["table"]
     assert table["optimum_tariff"]["gap_closed_pct"] == pytest.approx(100.0)
     assert table["rule_based"]["gap_closed_pct"] == pytest.approx(0.0, abs=1e-9)
