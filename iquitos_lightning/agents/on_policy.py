@@ -294,13 +294,11 @@ class OnPolicyAgent(RLAgent):
         data = data.select(*self.update_keys()).reshape(-1)
         shuffled = self._shuffled_rows_like(data)
         losses: list[dict[str, torch.Tensor]] = []
-        epochs_run = 0
-        while epochs_run < epochs:
+        for epochs_run in range(1, epochs + 1):
             permutation = torch.randperm(data.numel(), device=data.device)
             gather_rows(data, permutation, out=shuffled)
             for batch in shuffled.split(minibatch_size):
                 losses.append(self.run_update(batch))
-            epochs_run += 1
             if kl_limit > 0 and epochs_run < epochs and approximate_kl(self.actor, data) > kl_limit:
                 break
         metrics = {key: torch.stack([step[key] for step in losses]).mean() for key in losses[0]}
